@@ -1,0 +1,136 @@
+"""Safe loading of checkpoint files into modules.
+
+Nothing from a file is executed: `.pt` files go through `torch.load(weights_only=True)`
+(with `argparse.Namespace` allowed, since original training scripts store their `args`
+that way and rebuilding one runs no code), `.safetensors` through safetensors. Every
+tensor is matched by name and shape against the module before anything is copied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+from collections.abc import Iterable, Mapping
+
+import torch
+from torch import nn
+
+StateDict = dict[str, torch.Tensor]
+
+# where training scripts of LlamaGen and friends nest the weights
+CONTAINER_KEYS = ("model", "module", "state_dict")
+
+
+def read_state_dict(path_or_state_dict: str | os.PathLike | Mapping, container_key: str | None = None) -> StateDict:
+    """Returns the bare state dict of a checkpoint file or an already loaded dict.
+
+    Args:
+        path_or_state_dict (`str`, `PathLike` or `dict`): a `.pt`/`.pth`/`.bin` file, a
+            `.safetensors` file, or a loaded dict.
+        container_key (`str`, *optional*): the key holding the weights (`"ema"` for EMA
+            weights, say). By default a bare state dict is used as it is, else the first
+            of `model`, `module`, `state_dict` present.
+    """
+    if isinstance(path_or_state_dict, Mapping):
+        obj = dict(path_or_state_dict)
+        source = "the given state dict"
+    else:
+        path = os.fspath(path_or_state_dict)
+        source = path
+        if not os.path.isfile(path):
+            raise ValueError(f"checkpoint {path!r} does not exist or is not a file")
+        if path.endswith(".safetensors"):
+            from safetensors.torch import load_file
+
+            obj = load_file(path, device="cpu")
+        else:
+            obj = _torch_load_weights_only(path)
+    if not isinstance(obj, Mapping):
+        raise ValueError(f"{source} holds a {type(obj).__name__}, not a state dict")
+    if container_key is not None:
+        if container_key not in obj:
+            raise ValueError(f"{source} has no {container_key!r} entry; it has {', '.join(map(str, obj))}")
+        obj = obj[container_key]
+    elif not _is_state_dict(obj):
+        found = next((k for k in CONTAINER_KEYS if k in obj and _is_state_dict(obj[k])), None)
+        if found is None:
+            raise ValueError(
+                f"{source} is neither a bare state dict nor holds one under {', '.join(CONTAINER_KEYS)}; "
+                f"its keys are {', '.join(map(str, list(obj)[:10]))}"
+            )
+        obj = obj[found]
+    if not _is_state_dict(obj):
+        raise ValueError(f"the weights in {source} are not a mapping of names to tensors")
+    return dict(obj)
+
+
+def _is_state_dict(obj) -> bool:
+    return isinstance(obj, Mapping) and len(obj) > 0 and all(isinstance(v, torch.Tensor) for v in obj.values())
+
+
+def _torch_load_weights_only(path: str):
+    try:
+        with torch.serialization.safe_globals([argparse.Namespace]):
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        reason = str(err).strip().splitlines()[0]
+        raise ValueError(
+            f"{path} needs arbitrary unpickling to load ({reason}); mmspec refuses to execute code from "
+            f"a checkpoint. Re-save its state dict alone (torch.save(ckpt['model'], ...)) or as safetensors."
+        ) from None
+
+
+def load_into(
+    module: nn.Module,
+    state_dict: StateDict,
+    *,
+    rename: Mapping[str, str] | None = None,
+    ignore: Iterable[str] = (),
+    what: str = "checkpoint",
+) -> None:
+    """Copies `state_dict` into `module` after checking every name and shape.
+
+    Args:
+        rename: maps a checkpoint key prefix to the module's prefix (applied before matching).
+        ignore: checkpoint key suffixes that are dropped (buffers that only the training code
+            used, such as `freqs_cis` or usage counters).
+        what: how errors name the checkpoint ("LlamaGen GPT checkpoint").
+    """
+    rename = rename or {}
+    ignore = tuple(ignore)
+    incoming: StateDict = {}
+    for key, value in state_dict.items():
+        if ignore and key.endswith(ignore):
+            continue
+        for old, new in rename.items():
+            if key.startswith(old):
+                key = new + key[len(old):]
+                break
+        incoming[key] = value
+
+    expected = module.state_dict()
+    missing = [k for k in expected if k not in incoming]
+    unexpected = [k for k in incoming if k not in expected]
+    mismatched = [
+        f"{k} {tuple(incoming[k].shape)} vs {tuple(expected[k].shape)} expected"
+        for k in expected
+        if k in incoming and incoming[k].shape != expected[k].shape
+    ]
+    problems = []
+    if missing:
+        problems.append(f"missing keys: {_short(missing)}")
+    if unexpected:
+        problems.append(f"unexpected keys: {_short(unexpected)}")
+    if mismatched:
+        problems.append(f"shape mismatch: {_short(mismatched)}")
+    if problems:
+        raise ValueError(f"{what} does not fit the config: " + "; ".join(problems))
+    with torch.no_grad():
+        for key, target in expected.items():
+            target.copy_(incoming[key])
+
+
+def _short(items: list[str], limit: int = 5) -> str:
+    more = f" (+{len(items) - limit} more)" if len(items) > limit else ""
+    return ", ".join(items[:limit]) + more

@@ -1,0 +1,1 @@
+"""Decoding engine: AR baseline and parallel decoding over any TokenModel."""

@@ -1,0 +1,49 @@
+"""DecodeStats: what one decoding call cost and how its tokens were committed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class DecodeStats:
+    """Costs and commit order of one `generate` call over a batch.
+
+    Attributes:
+        method (`str`): the decoding that ran ("ar", "mc-sjd", ...).
+        exact (`bool`): whether the method samples exactly the model's distribution.
+        forward_passes (`int`): model forwards, the prefill included; CFG halves run in
+            the same forward and count once.
+        tokens_committed (`int`): tokens committed over the batch (forced ones included).
+        wall_time_s (`float`): seconds from prefill to the last commit.
+        commit_iteration (`torch.Tensor`): long `[B, T]`, the forward after which each
+            token was committed (0 = the prefill); the picture of a decoding order.
+    """
+
+    method: str
+    exact: bool
+    forward_passes: int
+    tokens_committed: int
+    wall_time_s: float
+    commit_iteration: torch.Tensor = field(repr=False)
+
+    @property
+    def batch_size(self) -> int:
+        return self.commit_iteration.shape[0]
+
+    @property
+    def tokens_per_forward(self) -> float:
+        """Mean tokens committed per forward pass and sequence (1.0 for AR)."""
+        return self.tokens_committed / self.batch_size / max(self.forward_passes, 1)
+
+    def to_dict(self) -> dict:
+        return {
+            "method": self.method,
+            "exact": self.exact,
+            "forward_passes": self.forward_passes,
+            "tokens_committed": self.tokens_committed,
+            "tokens_per_forward": self.tokens_per_forward,
+            "wall_time_s": self.wall_time_s,
+        }

@@ -1,0 +1,1 @@
+"""Probabilistic verification kernels (see the kernel issue)."""

@@ -1,0 +1,1 @@
+"""Quality measures used by tests and benchmarks."""

@@ -1,0 +1,1 @@
+"""Adapters that turn a network into a TokenModel."""

@@ -1,0 +1,86 @@
+"""A static, index-addressed KV cache with a committed-slot mask.
+
+Slots are written by index (`update`), so a draft costs nothing to discard: it is simply
+never marked committed, is never attended, and the next write to its slot overwrites it.
+Which slots a query may see is decided here once per forward (`attention_mask`) and
+shared by all layers:
+
+* committed slots strictly before the query's own slot, and
+* inputs of the same call in the same segment whose slot is not after the query's.
+
+This differs from LlamaGen's (and gpt-fast's) `tril` mask over the whole buffer, which
+lets a query see every slot before it, written or not: harmless for one token at a time,
+wrong as soon as positions are opened out of order (ZipAR's published port attends to
+undecoded slots that way).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class StaticKVCache:
+    """Keys and values of `n_layers` layers for `rows` sequences and `slots` positions.
+
+    Attributes:
+        k, v (`torch.Tensor`): `[n_layers, rows, n_kv_heads, slots, head_dim]`.
+        committed (`torch.Tensor`): bool `[rows, slots]`.
+    """
+
+    def __init__(self, n_layers: int, rows: int, n_kv_heads: int, slots: int, head_dim: int, *, dtype, device):
+        shape = (n_layers, rows, n_kv_heads, slots, head_dim)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self.committed = torch.zeros(rows, slots, dtype=torch.bool, device=device)
+
+    @property
+    def rows(self) -> int:
+        return self.k.shape[1]
+
+    @property
+    def slots(self) -> int:
+        return self.k.shape[3]
+
+    def reset(self) -> None:
+        """Forgets everything (a reused cache starts empty); the tensors stay allocated."""
+        self.committed.zero_()
+
+    def update(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+        """Writes `k, v [R, H, n, D]` at `slots [R, n]` of the first R rows; returns the
+        layer's whole `[R, H, S, D]` keys and values."""
+        R = slots.shape[0]
+        rows = torch.arange(R, device=slots.device)[:, None]  # [R, 1]
+        # advanced indices on dims 0 and 2 around a slice: the indexed view is [R, n, H, D]
+        self.k[layer, rows, :, slots] = k.transpose(1, 2)
+        self.v[layer, rows, :, slots] = v.transpose(1, 2)
+        return self.k[layer, :R], self.v[layer, :R]
+
+    def attention_mask(
+        self, slots: torch.Tensor, segments: torch.Tensor | None = None, key_valid: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Bool `[R, 1, n, S]`: which slots each of the call's `slots [R, n]` may attend.
+
+        Args:
+            segments: long `[R, n]`; inputs see earlier inputs of the same call only within
+                their segment (ZipAR rows decoded side by side). Default: one segment.
+            key_valid: bool `[R, n]`; inputs that no other input may attend (caption padding
+                in a prefix). Each input still attends to itself.
+        """
+        R, n = slots.shape
+        S = self.slots
+        slot_ids = torch.arange(S, device=slots.device)
+        mask = self.committed[:R, None, :] & (slot_ids[None, None, :] < slots[:, :, None])  # [R, n, S]
+        in_call = slots[:, None, :] <= slots[:, :, None]  # [R, n(query), n(key)]
+        if segments is not None:
+            in_call &= segments[:, None, :] == segments[:, :, None]
+        if key_valid is not None:
+            itself = torch.eye(n, dtype=torch.bool, device=slots.device)
+            in_call &= key_valid[:, None, :] | itself
+        # the call's own slots hold its fresh keys: what they show is decided by in_call alone
+        mask.scatter_(2, slots[:, None, :].expand(R, n, n), in_call)
+        return mask[:, None]
+
+    def commit(self, slots: torch.Tensor, mask: torch.Tensor) -> None:
+        """Marks `slots [R, n]` committed where `mask [R, n]`."""
+        R = slots.shape[0]
+        self.committed[:R].scatter_(1, slots, mask | self.committed[:R].gather(1, slots))

@@ -1,0 +1,1 @@
+"""Diffusers-style pipelines, one file per model family."""

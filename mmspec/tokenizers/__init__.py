@@ -1,0 +1,1 @@
+"""Codecs between media and tokens."""

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh machine too: creates the environment when missing.
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+venv=$("$repo/scripts/venv.sh")
+cd "$repo"
+export HF_HUB_OFFLINE=1 PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+exec "$venv/bin/python" -m pytest -q "$@"
