@@ -34,6 +34,12 @@ class DecodeStats:
         return self.commit_iteration.shape[0]
 
     @property
+    def forward_passes_per_sample(self) -> torch.Tensor:
+        """long `[B]`: forwards each sequence needed (to its last commit), prefill included.
+        A batch runs until its slowest sequence is done; this is what each one cost."""
+        return self.commit_iteration.amax(-1) + 1
+
+    @property
     def tokens_per_forward(self) -> float:
         """Mean tokens committed per forward pass and sequence (1.0 for AR)."""
         return self.tokens_committed / self.batch_size / max(self.forward_passes, 1)
@@ -45,5 +51,6 @@ class DecodeStats:
             "forward_passes": self.forward_passes,
             "tokens_committed": self.tokens_committed,
             "tokens_per_forward": self.tokens_per_forward,
+            "forward_passes_per_sample": self.forward_passes_per_sample.tolist(),
             "wall_time_s": self.wall_time_s,
         }

@@ -4,27 +4,16 @@ import torch
 from mmspec.decoding.generate import generate
 from mmspec.decoding.sampling import SamplingConfig
 from mmspec.metrics.losslessness import all_sequences, chi_square, sequence_counts, sequence_probs
-from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
-
-
-def tiny_model(vocab_size=4, block_size=4, seed=0):
-    """A 1-layer LlamaGen with a small vocabulary and sharp, non-uniform conditionals."""
-    torch.manual_seed(seed)
-    cfg = LlamaGenConfig(dim=16, n_layer=1, n_head=2, vocab_size=vocab_size, block_size=block_size, num_classes=3)
-    model = LlamaGenGPT(cfg).eval()
-    torch.nn.init.normal_(model.output.weight, std=0.4)
-    torch.nn.init.normal_(model.tok_embeddings.weight, std=1.0)
-    torch.nn.init.normal_(model.cls_embedding.embedding_table.weight, std=1.0)
-    return model
+from tests.decoding.helpers import tiny_model
 
 
 def test_same_seed_same_tokens():
     model = tiny_model(vocab_size=16, block_size=16)
     sampling = SamplingConfig(guidance_scale=2.0, top_k=8)
     labels = torch.tensor([0, 1, 2])
-    a, _ = generate(model, labels, sampling=sampling, generator=torch.Generator().manual_seed(7))
-    b, _ = generate(model, labels, sampling=sampling, generator=torch.Generator().manual_seed(7))
-    c, _ = generate(model, labels, sampling=sampling, generator=torch.Generator().manual_seed(8))
+    a, _ = generate(model, labels, decoding="ar", sampling=sampling, generator=torch.Generator().manual_seed(7))
+    b, _ = generate(model, labels, decoding="ar", sampling=sampling, generator=torch.Generator().manual_seed(7))
+    c, _ = generate(model, labels, decoding="ar", sampling=sampling, generator=torch.Generator().manual_seed(8))
     assert torch.equal(a, b)
     assert not torch.equal(a, c)
 
@@ -33,7 +22,7 @@ def test_greedy_follows_the_teacher_forced_argmax():
     model = tiny_model(vocab_size=16, block_size=9)
     labels = torch.tensor([0, 2])
     sampling = SamplingConfig(guidance_scale=3.0, temperature=0)
-    tokens, stats = generate(model, labels, sampling=sampling)
+    tokens, stats = generate(model, labels, decoding="ar", sampling=sampling)
     with torch.no_grad():
         cond = model(tokens, labels)
         uncond = model(tokens, torch.full_like(labels, 3))
@@ -46,9 +35,9 @@ def test_greedy_follows_the_teacher_forced_argmax():
 def test_batch_of_conditions_equals_each_alone_under_greedy():
     model = tiny_model(vocab_size=16, block_size=9)
     sampling = SamplingConfig(guidance_scale=2.0, temperature=0)
-    both, _ = generate(model, torch.tensor([0, 1]), sampling=sampling)
-    first, _ = generate(model, torch.tensor([0]), sampling=sampling)
-    second, _ = generate(model, torch.tensor([1]), sampling=sampling)
+    both, _ = generate(model, torch.tensor([0, 1]), decoding="ar", sampling=sampling)
+    first, _ = generate(model, torch.tensor([0]), decoding="ar", sampling=sampling)
+    second, _ = generate(model, torch.tensor([1]), decoding="ar", sampling=sampling)
     assert torch.equal(both, torch.cat([first, second]))
 
 
@@ -59,7 +48,7 @@ def ar_samples():
     sampling = SamplingConfig(guidance_scale=2.0, top_k=3)
     n = 40_000
     labels = torch.full((n,), 1)
-    tokens, _ = generate(model, labels, sampling=sampling, generator=torch.Generator().manual_seed(1234))
+    tokens, _ = generate(model, labels, decoding="ar", sampling=sampling, generator=torch.Generator().manual_seed(1234))
     return model, sampling, tokens
 
 
@@ -87,5 +76,5 @@ def test_chi_square_rejects_a_slightly_wrong_distribution(ar_samples):
 
 
 def test_unknown_decoding_is_a_clear_error():
-    with pytest.raises(ValueError, match="unknown decoding 'fast'; choose from ar"):
+    with pytest.raises(ValueError, match="unknown decoding .fast.; choose from ar, sjd"):
         generate(tiny_model(), torch.tensor([0]), decoding="fast")

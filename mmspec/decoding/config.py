@@ -1,0 +1,122 @@
+"""DecodingConfig: which method decodes, parsed from names such as "zipar+mc-sjd+gsd".
+
+A method is three independent choices:
+  * drafting: "ar" (none), "sjd" (fresh drafts each iteration) or "mc-sjd" (coupled drafts);
+  * acceptance: exact (default), "lantern" or "gsd" (relaxed; need sjd or mc-sjd);
+  * schedule: raster order (default) or "zipar" (rows decoded side by side).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from mmspec.decoding.rules import ExactRule, GSDRule, LanternRule
+
+DRAFTING = ("ar", "sjd", "mc-sjd")
+RELAXED = ("lantern", "gsd")
+INITS = ("random", "left", "above")
+
+
+def _valid_names() -> list[str]:
+    names = []
+    for zipar, drafting, rule in itertools.product(("", "zipar"), DRAFTING, ("",) + RELAXED):
+        if drafting == "ar" and rule:
+            continue
+        parts = [zipar] + ([] if (drafting == "ar" and zipar) else [drafting]) + [rule]
+        names.append("+".join(p for p in parts if p))
+    return names
+
+
+DECODINGS = tuple(_valid_names())
+
+
+@dataclass(frozen=True)
+class DecodingConfig:
+    """A decoding method and its parameters.
+
+    Args:
+        method (`str`, defaults to "mc-sjd"): "ar", "sjd" or "mc-sjd".
+        rule: `ExactRule()` (lossless), `LanternRule(k, delta | lam)` or `GSDRule(...)`.
+        window (`int`, defaults to 16): Jacobi draft window L (drafts per forward and open row).
+        init (`str`, defaults to "random"): first drafts of a slot: uniform over the allowed
+            tokens, or a copy of the token to the "left" or "above" (random where there is none).
+        zipar_window (`int`, *optional*): ZipAR: open row r+1 once row r has this many
+            committed tokens; `None` decodes in raster order.
+
+    Example:
+        >>> DecodingConfig.from_name("zipar+mc-sjd+gsd", window=8).name
+        'zipar+mc-sjd+gsd'
+    """
+
+    method: str = "mc-sjd"
+    rule: ExactRule | LanternRule | GSDRule = field(default_factory=ExactRule)
+    window: int = 16
+    init: str = "random"
+    zipar_window: int | None = None
+
+    def __post_init__(self):
+        if self.method not in DRAFTING:
+            raise ValueError(f"unknown drafting method {self.method!r}; choose from {', '.join(DRAFTING)}")
+        if self.method == "ar" and not self.rule.exact:
+            raise ValueError(f"{self.rule.name} is an acceptance rule for Jacobi drafts; use it with sjd or mc-sjd")
+        if self.method != "ar" and (isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1):
+            raise ValueError(f"window must be an integer >= 1, got {self.window!r}")
+        if self.init not in INITS:
+            raise ValueError(f"unknown draft init {self.init!r}; choose from {', '.join(INITS)}")
+        if self.zipar_window is not None and (isinstance(self.zipar_window, bool) or not isinstance(self.zipar_window, int) or self.zipar_window < 1):
+            raise ValueError(f"zipar_window must be an integer >= 1, got {self.zipar_window!r}")
+
+    @property
+    def name(self) -> str:
+        parts = ["zipar"] if self.zipar_window else []
+        if not (self.zipar_window and self.method == "ar"):
+            parts.append(self.method)
+        if not self.rule.exact:
+            parts.append(self.rule.name)
+        return "+".join(parts)
+
+    @property
+    def exact(self) -> bool:
+        """Whether the output distribution is the model's (ZipAR drops context, so never)."""
+        return self.rule.exact and self.zipar_window is None
+
+    @property
+    def draft_window(self) -> int:
+        """Drafts per window: 0 for plain AR rows."""
+        return 0 if self.method == "ar" else self.window
+
+    @classmethod
+    def from_name(
+        cls,
+        name: str,
+        *,
+        window: int = 16,
+        init: str = "random",
+        zipar_window: int = 8,
+        lantern_k: int = 1000,
+        lantern_delta: float | None = 0.1,
+        lantern_lambda: float | None = None,
+        gsd_rank_window: int = 7,
+        gsd_prob_gap: float = 0.15,
+        gsd_embed_dist: float = 0.5,
+    ) -> "DecodingConfig":
+        """Parses "sjd", "mc-sjd+lantern", "zipar+mc-sjd", ... (see `DECODINGS`).
+        `lantern_lambda` selects LANTERN++'s ratio form instead of `lantern_delta`."""
+        parts = name.lower().split("+") if isinstance(name, str) else []
+        canonical = "+".join(sorted(parts, key=lambda p: ("zipar", *DRAFTING, *RELAXED).index(p) if p in ("zipar", *DRAFTING, *RELAXED) else 99))
+        if canonical not in DECODINGS or len(set(parts)) != len(parts):
+            raise ValueError(f"unknown decoding {name!r}; choose from {', '.join(DECODINGS)}")
+        method = next((p for p in parts if p in DRAFTING), "ar")
+        rule = ExactRule()
+        if "lantern" in parts:
+            rule = LanternRule(k=lantern_k, delta=None if lantern_lambda is not None else lantern_delta, lam=lantern_lambda)
+        elif "gsd" in parts:
+            rule = GSDRule(rank_window=gsd_rank_window, prob_gap=gsd_prob_gap, embed_dist=gsd_embed_dist)
+        return cls(
+            method=method,
+            rule=rule,
+            window=window,
+            init=init,
+            zipar_window=zipar_window if "zipar" in parts else None,
+        )

@@ -1,0 +1,168 @@
+"""Acceptance rules: with what probability a Jacobi draft d is accepted against p.
+
+Every rule maps the target p `[N, S, V]`, the draft distribution q `[N, S, V]` and the
+drafts d `[N, S]` to an acceptance probability `[N, S]`; verification accepts slot i when
+a uniform u_i falls below it and otherwise resamples from norm((p - q)+), whatever the
+rule. Only `ExactRule` keeps the output distribution equal to p; the relaxed rules trade
+a bounded (LANTERN) or grouped (GSD) change of it for longer accepted runs, and say so
+through `exact = False`.
+
+The relaxed rules never accept a draft the sampling transform excludes (p(d) = 0, e.g.
+outside top-k): the papers' rules would, since a group or neighbourhood can carry mass
+that d itself has not.
+
+Rules that look at token neighbourhoods need the layout's token embeddings (VQ codebook
+vectors); `bind(embeddings)` returns a copy holding the precomputed tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import torch
+
+
+def gather_last(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """`x[..., index]` per leading position: x `[N, S, V]`, index `[N, S]` -> `[N, S]`."""
+    return x.gather(-1, index[..., None])[..., 0]
+
+
+@dataclass(frozen=True)
+class ExactRule:
+    """Speculative sampling (Leviathan et al.; SJD):
+
+        accept d  iff  u < min(1, p(d) / q(d))
+
+    Lossless: the committed token is distributed exactly as p.
+    """
+
+    exact = True
+    name = "exact"
+
+    def bind(self, embeddings: torch.Tensor | None) -> "ExactRule":
+        return self
+
+    def accept_prob(self, p: torch.Tensor, q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+        p_d, q_d = gather_last(p, d), gather_last(q, d)
+        return torch.where(q_d > 0, p_d / q_d.clamp(min=1e-30), torch.zeros_like(p_d)).clamp(max=1.0)
+
+
+def nearest_neighbours(embeddings: torch.Tensor, k: int, chunk: int = 4096) -> torch.Tensor:
+    """Long `[V, k]`: for each token the k nearest other tokens by L2 distance, nearest first."""
+    V = embeddings.shape[0]
+    k = min(k, V - 1)
+    e = embeddings.float()
+    out = []
+    for start in range(0, V, chunk):
+        d = torch.cdist(e[start : start + chunk], e)  # [chunk, V]
+        rows = torch.arange(start, min(start + chunk, V))
+        d[torch.arange(len(rows)), rows] = float("inf")  # never one's own neighbour
+        out.append(d.topk(k, dim=-1, largest=False).indices)
+    return torch.cat(out)
+
+
+@dataclass(frozen=True)
+class LanternRule:
+    """LANTERN relaxed acceptance (Jang et al. 2025) over latent neighbourhoods.
+
+    With n_1..n_k the k nearest codebook neighbours of d and c_j = sum_{l<=j} p(n_l):
+
+        p~(d) = p(d) + max{ c_j : c_j <= bound },   accept d  iff  u < min(1, p~(d) / q(d))
+
+    `bound` is `delta` (LANTERN: total variation between p and p~ stays within delta) or
+    `(lam - 1) * p(d)` (LANTERN++'s lambda form: p~(d) <= lam * p(d)). Give exactly one.
+    Defaults are the authors' (`generate_images.py`: k=1000, delta=0.1).
+    """
+
+    k: int = 1000
+    delta: float | None = 0.1
+    lam: float | None = None
+    neighbours: torch.Tensor | None = field(default=None, repr=False, compare=False)  # [V, k]
+
+    exact = False
+    name = "lantern"
+
+    def __post_init__(self):
+        if (self.delta is None) == (self.lam is None):
+            raise ValueError("LanternRule takes exactly one of delta (total-variation budget) and lam (LANTERN++ ratio)")
+        if self.k < 1:
+            raise ValueError(f"LANTERN neighbourhood size k must be >= 1, got {self.k}")
+        if self.delta is not None and not 0 <= self.delta <= 1:
+            raise ValueError(f"LANTERN delta must lie in [0, 1], got {self.delta}")
+        if self.lam is not None and self.lam < 1:
+            raise ValueError(f"LANTERN++ lam must be >= 1, got {self.lam}")
+
+    def bind(self, embeddings: torch.Tensor | None) -> "LanternRule":
+        if embeddings is None:
+            raise ValueError("LANTERN needs token embeddings (the VQ codebook) in the layout; this model's layout has none")
+        return replace(self, neighbours=nearest_neighbours(embeddings, self.k))
+
+    def accept_prob(self, p: torch.Tensor, q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+        if self.neighbours is None:
+            raise ValueError("bind(embeddings) the LANTERN rule before use")
+        nbrs = self.neighbours.to(p.device)[d]  # [N, S, k]
+        cum = p.gather(-1, nbrs).cumsum(-1)  # [N, S, k]
+        p_d, q_d = gather_last(p, d), gather_last(q, d)
+        bound = torch.full_like(p_d, self.delta) if self.delta is not None else (self.lam - 1) * p_d
+        boost = torch.where(cum <= bound[..., None], cum, torch.zeros_like(cum)).amax(-1)
+        ratio = (p_d + boost) / q_d.clamp(min=1e-30)
+        return torch.where((q_d > 0) & (p_d > 0), ratio, torch.zeros_like(ratio)).clamp(max=1.0)
+
+
+@dataclass(frozen=True)
+class GSDRule:
+    """Grouped Speculative Decoding (So et al. 2025) acceptance.
+
+    The group G(d) holds the tokens ranked within `rank_window` places of d in p's own
+    ranking (`[rank(d) - w, rank(d) + w)`, as the authors' code), whose probability is
+    within `prob_gap` of p(d) and whose embedding is within squared L2 distance
+    `embed_dist` of d's:
+
+        accept d  iff  u < min(1, p(G) / q(G))
+
+    and d itself is committed. Defaults are the authors' (rank half-width 7, probability
+    gap 0.15, embedding distance 0.5).
+    """
+
+    rank_window: int = 7
+    prob_gap: float = 0.15
+    embed_dist: float = 0.5
+    embeddings: torch.Tensor | None = field(default=None, repr=False, compare=False)  # [V, E]
+
+    exact = False
+    name = "gsd"
+
+    def __post_init__(self):
+        if self.rank_window < 1:
+            raise ValueError(f"GSD rank_window must be >= 1, got {self.rank_window}")
+        if self.prob_gap < 0 or self.embed_dist < 0:
+            raise ValueError(f"GSD prob_gap and embed_dist must be >= 0, got {self.prob_gap}, {self.embed_dist}")
+
+    def bind(self, embeddings: torch.Tensor | None) -> "GSDRule":
+        if embeddings is None:
+            raise ValueError("GSD needs token embeddings (the VQ codebook) in the layout; this model's layout has none")
+        return replace(self, embeddings=embeddings.float())
+
+    def accept_prob(self, p: torch.Tensor, q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+        if self.embeddings is None:
+            raise ValueError("bind(embeddings) the GSD rule before use")
+        V = p.shape[-1]
+        order = p.argsort(dim=-1, descending=True, stable=True)  # [N, S, V] ids by rank
+        rank_of = order.argsort(dim=-1)  # [N, S, V] rank of each id
+        r = gather_last(rank_of, d)  # [N, S]
+        offsets = torch.arange(-self.rank_window, self.rank_window, device=p.device)
+        ranks = r[..., None] + offsets  # [N, S, 2w]
+        in_range = (ranks >= 0) & (ranks < V)
+        ids = order.gather(-1, ranks.clamp(0, V - 1))  # [N, S, 2w]
+        p_g, q_g = p.gather(-1, ids), q.gather(-1, ids)
+        emb = self.embeddings.to(p.device)
+        dist = (emb[ids] - emb[d][..., None, :]).pow(2).sum(-1)  # [N, S, 2w]
+        p_d = gather_last(p, d)
+        member = in_range & ((p_g - p_d[..., None]).abs() < self.prob_gap) & (dist < self.embed_dist)
+        p_group = (p_g * member).sum(-1)
+        q_group = (q_g * member).sum(-1)
+        ratio = p_group / q_group.clamp(min=1e-30)
+        return torch.where((q_group > 0) & (p_d > 0), ratio, torch.zeros_like(ratio)).clamp(max=1.0)
+
+
+RULES = {"exact": ExactRule, "lantern": LanternRule, "gsd": GSDRule}

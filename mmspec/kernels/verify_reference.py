@@ -1,0 +1,66 @@
+"""Probabilistic Jacobi verification in plain PyTorch: the oracle, and the CPU path.
+
+One call verifies N windows at once. Slot i of a window holds the target distribution
+p_i for its position, and optionally a draft d_i drawn from q_i:
+
+1. accept slots left to right while u_i < rule.accept_prob(p_i, q_i, d_i); the first
+   slot that is rejected, or that has a p but no draft, is drawn from norm((p_i - q_i)+)
+   (from p_i when it has no draft) and ends the committed run;
+2. every later slot with a p gets its next draft: a fresh sample from p_i (SJD), or the
+   maximal coupling of q_i and p_i (MC-SJD: keep d_i when u_i < min(1, p_i(d_i)/q_i(d_i)),
+   else draw from the residual), whose marginal is p_i whatever the rule.
+
+Randomness comes in as float64 uniforms, two per slot (`accept_uniforms` for tests,
+`sample_uniforms` for draws), so that every implementation fed the same numbers makes the
+same decisions.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mmspec.decoding.rules import ExactRule, gather_last
+from mmspec.decoding.sampling import categorical
+from mmspec.kernels.verify_types import VerifyOutput
+
+
+def verify_reference(
+    target_probs: torch.Tensor,  # [N, S, V] p per slot (rows past num_slots are ignored)
+    draft_probs: torch.Tensor,  # [N, S, V] q per slot (ignored where there is no draft)
+    draft_tokens: torch.Tensor,  # [N, S] long, -1 = no draft
+    num_slots: torch.Tensor,  # [N] long, slots that have a p
+    accept_uniforms: torch.Tensor,  # [N, S] float64
+    sample_uniforms: torch.Tensor,  # [N, S] float64
+    rule=ExactRule(),
+    coupling: bool = True,
+) -> VerifyOutput:
+    N, S, V = target_probs.shape
+    slot = torch.arange(S, device=target_probs.device)
+    has_p = slot[None, :] < num_slots[:, None]  # [N, S]
+    has_draft = has_p & (draft_tokens >= 0)
+    d = draft_tokens.clamp(min=0)
+    p = target_probs.float()
+    q = draft_probs.float() * has_draft[..., None]  # no draft: q = 0, so the residual is p
+
+    # 1. the committed run: leading accepted drafts, then one drawn token
+    accept = has_draft & (accept_uniforms < rule.accept_prob(p, q, d).double())
+    accepted = accept.long().cumprod(-1).sum(-1)  # [N]
+    committed = accepted + (accepted < num_slots).long()
+
+    residual = (p - q).clamp(min=0)
+    # p == q up to rounding leaves no residual mass; rejection then had probability ~0
+    residual = torch.where(residual.sum(-1, keepdim=True) > 0, residual, p)
+    drawn = categorical(residual, sample_uniforms)
+
+    # 2. next drafts for the slots after the run
+    if coupling:
+        keep = has_draft & (accept_uniforms < ExactRule().accept_prob(p, q, d).double())
+        later = torch.where(keep, d, drawn)
+    else:
+        later = categorical(p, sample_uniforms)
+
+    before = slot[None, :] < accepted[:, None]
+    at = slot[None, :] == accepted[:, None]
+    tokens = torch.where(before, d, torch.where(at, drawn, later))
+    tokens = torch.where(has_p, tokens, draft_tokens)
+    return VerifyOutput(accepted=accepted, committed=committed, tokens=tokens)

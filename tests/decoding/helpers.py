@@ -1,0 +1,16 @@
+"""Tiny real models shared by the decoding tests."""
+
+import torch
+
+from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
+
+
+def tiny_model(vocab_size=4, block_size=4, seed=0):
+    """A 1-layer LlamaGen with a small vocabulary and sharp, non-uniform conditionals."""
+    torch.manual_seed(seed)
+    cfg = LlamaGenConfig(dim=16, n_layer=1, n_head=2, vocab_size=vocab_size, block_size=block_size, num_classes=3)
+    model = LlamaGenGPT(cfg).eval()
+    torch.nn.init.normal_(model.output.weight, std=0.4)
+    torch.nn.init.normal_(model.tok_embeddings.weight, std=1.0)
+    torch.nn.init.normal_(model.cls_embedding.embedding_table.weight, std=1.0)
+    return model

@@ -1,0 +1,59 @@
+import pytest
+import torch
+
+from mmspec.decoding.rules import ExactRule, GSDRule, LanternRule, nearest_neighbours
+
+
+def one_slot(p, q=None):
+    p = torch.tensor(p)[None, None]
+    q = torch.tensor(q)[None, None] if q is not None else torch.nn.functional.one_hot(torch.tensor([[0]]), p.shape[-1]).float()
+    return p, q
+
+
+def test_exact_rule_is_min_one_ratio():
+    p, q = one_slot([0.2, 0.8], [0.4, 0.6])
+    assert torch.allclose(ExactRule().accept_prob(p, q, torch.tensor([[0]])), torch.tensor([[0.5]]))
+    assert torch.allclose(ExactRule().accept_prob(p, q, torch.tensor([[1]])), torch.tensor([[1.0]]))
+
+
+def test_nearest_neighbours_exclude_self_and_sort_by_distance():
+    emb = torch.tensor([[0.0], [1.0], [3.0], [10.0]])
+    assert nearest_neighbours(emb, 2).tolist() == [[1, 2], [0, 2], [1, 0], [2, 1]]
+
+
+def test_lantern_adds_neighbour_mass_within_delta():
+    # token 0's neighbours by distance: 1 (p=.1), 2 (p=.15), 3 (p=.5)
+    emb = torch.tensor([[0.0], [1.0], [2.0], [3.0]])
+    p, q = one_slot([0.05, 0.1, 0.15, 0.7])
+    d = torch.tensor([[0]])
+    rule = LanternRule(k=3, delta=0.3).bind(emb)
+    # cumulative 0.1, 0.25, 0.95: the largest within 0.3 is 0.25
+    assert torch.allclose(rule.accept_prob(p, q, d), torch.tensor([[0.30]]))
+    plus = LanternRule(k=3, delta=None, lam=3.0).bind(emb)  # bound (3 - 1) * 0.05 = 0.1
+    assert torch.allclose(plus.accept_prob(p, q, d), torch.tensor([[0.15]]))
+
+
+def test_gsd_groups_by_rank_gap_and_embedding():
+    emb = torch.tensor([[0.0], [0.1], [0.2], [5.0]])
+    p, q = one_slot([0.30, 0.25, 0.40, 0.05])
+    d = torch.tensor([[0]])
+    # group of 0: 1 (close in rank, p gap .05, near), 2 (gap .10, near); 3 is far in embedding
+    assert torch.allclose(GSDRule(rank_window=7, prob_gap=0.15, embed_dist=0.5).bind(emb).accept_prob(p, q, d), torch.tensor([[0.95]]))
+    # a tighter probability gap drops token 2
+    assert torch.allclose(GSDRule(rank_window=7, prob_gap=0.08, embed_dist=0.5).bind(emb).accept_prob(p, q, d), torch.tensor([[0.55]]))
+    # rank window 1 keeps ranks [r-1, r+1): token 2 (rank 0) and 0 itself (rank 1)
+    assert torch.allclose(GSDRule(rank_window=1).bind(emb).accept_prob(p, q, d), torch.tensor([[0.70]]))
+
+
+@pytest.mark.parametrize("rule", [LanternRule(k=3, delta=0.9), GSDRule(prob_gap=1.0, embed_dist=100.0)], ids=["lantern", "gsd"])
+def test_relaxed_rules_never_accept_a_token_outside_the_support(rule):
+    emb = torch.tensor([[0.0], [1.0], [2.0], [3.0]])
+    p, q = one_slot([0.0, 0.5, 0.5, 0.0])
+    assert rule.bind(emb).accept_prob(p, q, torch.tensor([[0]])).item() == 0.0
+
+
+def test_relaxed_rules_need_embeddings():
+    with pytest.raises(ValueError, match="LANTERN needs token embeddings"):
+        LanternRule().bind(None)
+    with pytest.raises(ValueError, match="exactly one of delta"):
+        LanternRule(delta=0.1, lam=2.0)
