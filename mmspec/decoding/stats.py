@@ -44,6 +44,14 @@ class DecodeStats:
         """Mean tokens committed per forward pass and sequence (1.0 for AR)."""
         return self.tokens_committed / self.batch_size / max(self.forward_passes, 1)
 
+    def per_sample(self) -> list["DecodeStats"]:
+        """One DecodeStats per sequence: its own forwards; the batch's wall time."""
+        T = self.commit_iteration.shape[1]
+        return [
+            DecodeStats(self.method, self.exact, int(f), T, self.wall_time_s, row[None])
+            for f, row in zip(self.forward_passes_per_sample, self.commit_iteration)
+        ]
+
     def to_dict(self) -> dict:
         return {
             "method": self.method,

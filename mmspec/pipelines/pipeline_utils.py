@@ -1,0 +1,92 @@
+"""What every mmspec image pipeline shares: checking the call, running the engine under a
+progress bar with `callback_on_step_end`, and turning pixels into the requested output."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from diffusers import DiffusionPipeline
+
+from mmspec.decoding.config import DecodingConfig
+from mmspec.decoding.contracts import TokenLayout, TokenModel
+from mmspec.decoding.generate import as_decoding, generate
+from mmspec.decoding.sampling import SamplingConfig
+from mmspec.images import to_pil
+from mmspec.pipelines.pipeline_output import ImagePipelineOutput
+
+OUTPUT_TYPES = ("pil", "np", "pt", "tokens")
+
+
+def read_json(path: Path, what: str) -> dict:
+    if not path.is_file():
+        raise ValueError(f"{path} is missing: not a saved {what}")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not valid JSON ({err})") from None
+
+
+def write_json(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+class TokenImagePipeline(DiffusionPipeline):
+    """Base of the image pipelines: a TokenModel plus a codec, decoded by `mmspec.decoding`.
+
+    Subclasses encode their condition and decode tokens to pixels; this class runs
+    steps 1 (common checks), 4 (decode) and the output of diffusers' `__call__` order.
+    """
+
+    def check_common(self, guidance_scale: float, decoding, output_type: str, generator) -> DecodingConfig:
+        if guidance_scale is None or not guidance_scale >= 0:
+            raise ValueError(f"guidance_scale must be >= 0, got {guidance_scale}")
+        if output_type not in OUTPUT_TYPES:
+            raise ValueError(f"unknown output_type {output_type!r}; choose from {', '.join(OUTPUT_TYPES)}")
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise ValueError("generator must be one torch.Generator (it seeds the whole batch)")
+        return as_decoding(decoding)
+
+    def decode_tokens(
+        self,
+        token_model: TokenModel,
+        condition: Any,
+        layout: TokenLayout,
+        decoding: DecodingConfig,
+        sampling: SamplingConfig,
+        generator: torch.Generator | None,
+        callback_on_step_end: Callable | None,
+    ):
+        """Runs the engine under a progress bar; calls `callback_on_step_end(pipe, step,
+        tokens_committed, {})` after every forward, as diffusers calls it after every step."""
+        state = {"step": 0}
+        with self.progress_bar(total=layout.length) as bar:
+
+            def on_step(done: int, total: int) -> None:
+                bar.update(done - bar.n)
+                if callback_on_step_end is not None:
+                    callback_on_step_end(self, state["step"], done, {})
+                state["step"] += 1
+
+            return generate(token_model, condition, decoding, sampling, generator, on_step, layout=layout)
+
+    @staticmethod
+    def to_output(images: torch.Tensor | None, tokens: torch.Tensor, stats, output_type: str, return_dict: bool):
+        """`images [B, 3, H, W]` in [-1, 1] -> the requested output type."""
+        if output_type == "tokens":
+            out = tokens
+        elif output_type == "pt":
+            out = ((images.float() + 1) / 2).clamp(0, 1).cpu()
+        elif output_type == "np":
+            out = ((images.float() + 1) / 2).clamp(0, 1).permute(0, 2, 3, 1).cpu().numpy().astype(np.float32)
+        else:
+            out = to_pil(images)
+        per_image = stats.per_sample()
+        if not return_dict:
+            return out, per_image
+        return ImagePipelineOutput(images=out, stats=per_image, tokens=tokens)
