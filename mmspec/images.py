@@ -27,3 +27,20 @@ def image_grid(images: list[Image.Image], cols: int, pad: int = 2, scale: int = 
     if scale != 1:
         grid = grid.resize((grid.width * scale, grid.height * scale), Image.NEAREST)
     return grid
+
+
+# viridis at 0, .25, .5, .75, 1 (enough anchors for a readable ramp)
+_RAMP = torch.tensor([[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]], dtype=torch.float32)
+
+
+def commit_heatmap(commit_iteration: torch.Tensor, grid: tuple[int, int], size: int = 256) -> Image.Image:
+    """The forward at which each token was committed, as a picture: `commit_iteration [T]`
+    on a `grid` (rows, cols), dark = early, yellow = late, scaled to `size` pixels wide."""
+    rows, cols = grid
+    it = commit_iteration.detach().float().cpu().reshape(rows, cols)
+    x = (it - it.min()) / max(float(it.max() - it.min()), 1.0) * (len(_RAMP) - 1)
+    lo = x.floor().long().clamp(max=len(_RAMP) - 2)
+    frac = (x - lo)[..., None]
+    rgb = _RAMP[lo] * (1 - frac) + _RAMP[lo + 1] * frac
+    image = Image.fromarray(rgb.round().to(torch.uint8).numpy())
+    return image.resize((size, size * rows // cols), Image.NEAREST)
