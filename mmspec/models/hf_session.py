@@ -1,0 +1,151 @@
+"""A transformers Llama-style decoder driven as a `TokenSession` over `StaticKVCache`.
+
+Emu3's `text_model` and Janus' `language_model` are stacks of Llama-like decoder layers
+(`layers`, `rotary_emb`, `norm`) whose attention calls `cache.update(k, v, layer_idx)` and
+adds the 4-D mask it is given. We run those layers ourselves, so that every query gets its
+own position id and its own visible slots:
+
+* `SlotCache` is the one method of transformers' `Cache` those layers call: it writes the
+  keys and values at this forward's slots of a `StaticKVCache` and returns the whole buffer;
+* the mask is `StaticKVCache.attention_mask` (committed slots before the query, same-call
+  inputs of its segment not after it), made additive for the eager and SDPA kernels.
+
+The cache holds, per row, the left-padded prompt in slots `[0, P)` and generated position
+t in slot `P + t`. Padded prompt slots are never committed. Position ids follow
+transformers' `cumsum(attention_mask) - 1`, so generated position t of a row with `m`
+valid prompt tokens has position id `m + t`, whatever the padding.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from mmspec.decoding.contracts import GuidedLogits
+from mmspec.models.kv_cache import StaticKVCache
+
+ATTENTION_KERNELS = ("eager", "sdpa")  # the kernels that take an arbitrary additive mask
+
+
+class SlotCache:
+    """Writes each layer's keys and values at `slots [R, n]` of `cache`; the part of
+    transformers' `Cache` API that Llama-style attention layers call."""
+
+    def __init__(self, cache: StaticKVCache, slots: torch.Tensor):
+        self.cache, self.slots = cache, slots
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
+        # key_states: [R, H_kv, n, D] -> the layer's whole [R, H_kv, S, D]
+        return self.cache.update(layer_idx, self.slots, key_states, value_states)
+
+
+def check_decoder(decoder: nn.Module) -> None:
+    """Raises a ValueError when `decoder` is not run with a kernel that takes our mask."""
+    kernel = decoder.config._attn_implementation
+    if kernel not in ATTENTION_KERNELS:
+        raise ValueError(
+            f"attention implementation {kernel!r} cannot take mmspec's per-slot mask; load the model with "
+            f"attn_implementation='sdpa' or 'eager'"
+        )
+
+
+def allocate_cache(decoder: nn.Module, rows: int, slots: int) -> StaticKVCache:
+    """An empty cache for `rows` sequences of `slots` positions of `decoder`'s layers."""
+    c = decoder.config
+    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+    w = decoder.embed_tokens.weight
+    return StaticKVCache(c.num_hidden_layers, rows, c.num_key_value_heads, slots, head_dim, dtype=w.dtype, device=w.device)
+
+
+def decoder_forward(
+    decoder: nn.Module,
+    embeds: torch.Tensor,  # [R, n, hidden]
+    position_ids: torch.Tensor,  # [R, n] long
+    cache: StaticKVCache,
+    slots: torch.Tensor,  # [R, n] long
+    segments: torch.Tensor | None = None,  # [R, n] long
+    key_valid: torch.Tensor | None = None,  # [R, n] bool
+) -> torch.Tensor:
+    """Final-norm hidden states `[R, n, hidden]` of `embeds` run at `slots` of `cache`."""
+    visible = cache.attention_mask(slots, segments, key_valid)  # [R, 1, n, S] bool
+    mask = torch.zeros(visible.shape, dtype=embeds.dtype, device=embeds.device)
+    mask.masked_fill_(~visible, torch.finfo(embeds.dtype).min)
+    rope = decoder.rotary_emb(embeds, position_ids)
+    layers = decoder.layers[: decoder.config.num_hidden_layers]
+    # transformers renamed `past_key_values` to `cache` in 5.x; pass whichever the layer takes
+    cache_kwarg = "cache" if "cache" in inspect.signature(layers[0].forward).parameters else "past_key_values"
+    kv = SlotCache(cache, slots)
+    h = embeds
+    for layer in layers:
+        h = layer(h, attention_mask=mask, position_ids=position_ids, position_embeddings=rope, **{cache_kwarg: kv})
+    return decoder.norm(h)
+
+
+class DecoderSession:
+    """One decoding call of a transformers decoder: the rows `[cond; uncond]` of
+    `batch_size` prompts, each prefilled, then generated tokens in slots after the prompt.
+
+    Args:
+        decoder (`nn.Module`): the Llama-style stack (`layers`, `rotary_emb`, `norm`).
+        embed (`Callable`): generated token ids `[R, n]` -> input embeddings `[R, n, hidden]`.
+        head (`Callable`): hidden states `[R, n, hidden]` -> logits `[R, n, V]`.
+        prompt_embeds (`torch.Tensor`): `[R, P, hidden]`, the left-padded prompts of all rows.
+        prompt_mask (`torch.Tensor`): bool `[R, P]`, True at real prompt tokens.
+        batch_size (`int`): conditions B; `R` is `2B` when `guided`, else B.
+        guided (`bool`): whether rows B.. hold the unconditional prompts.
+        slots (`int`): generated positions the cache holds (layout length + scratch).
+    """
+
+    def __init__(self, decoder: nn.Module, embed: Callable, head: Callable, prompt_embeds: torch.Tensor,
+                 prompt_mask: torch.Tensor, *, batch_size: int, guided: bool, slots: int):
+        check_decoder(decoder)
+        self.decoder, self.embed, self.head = decoder, embed, head
+        self.batch_size, self.guided = batch_size, guided
+        R, P = prompt_mask.shape
+        if not bool(prompt_mask[:, -1].all()):
+            raise ValueError("every prompt must end in its last column: pad prompts on the left (padding_side='left')")
+        self.prompt_len = P
+        self.cache = allocate_cache(decoder, R, P + slots)
+        self.first_position = prompt_mask.long().sum(1)  # [R]: position id of generated position 0
+        positions = (prompt_mask.long().cumsum(1) - 1).clamp(min=0)  # padding's position ids are never seen
+        prompt_slots = torch.arange(P, device=prompt_mask.device).expand(R, P)
+        hidden = decoder_forward(decoder, prompt_embeds, positions, self.cache, prompt_slots, key_valid=prompt_mask)
+        self.cache.commit(prompt_slots, prompt_mask)
+        self._prefill = self._split(head(hidden[:, -1:]).float())
+
+    def _split(self, logits: torch.Tensor) -> GuidedLogits:
+        B = self.batch_size
+        return GuidedLogits(logits[:B], logits[B:]) if self.guided else GuidedLogits(logits)
+
+    def _rows(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x, x]) if self.guided else x
+
+    def _slots(self, positions: torch.Tensor) -> torch.Tensor:
+        if positions.dim() != 2 or positions.shape[0] != self.batch_size:
+            raise ValueError(f"positions must be [{self.batch_size}, n], got {tuple(positions.shape)}")
+        limit = self.cache.slots - self.prompt_len
+        if positions.numel() and (int(positions.min()) < 0 or int(positions.max()) >= limit):
+            raise ValueError(
+                f"positions must lie in [0, {limit}), got [{int(positions.min())}, {int(positions.max())}]; "
+                f"reserve extra_positions at start()"
+            )
+        return self._rows(positions) + self.prompt_len
+
+    def prefill_logits(self) -> GuidedLogits:
+        return self._prefill
+
+    @torch.no_grad()
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor | None = None) -> GuidedLogits:
+        if tokens.shape != positions.shape:
+            raise ValueError(f"tokens {tuple(tokens.shape)} and positions {tuple(positions.shape)} differ in shape")
+        slots = self._slots(positions)
+        position_ids = self.first_position[:, None] + self._rows(positions)
+        segs = None if segments is None else self._rows(segments)
+        hidden = decoder_forward(self.decoder, self.embed(self._rows(tokens)), position_ids, self.cache, slots, segs)
+        return self._split(self.head(hidden).float())
+
+    def commit(self, positions: torch.Tensor, mask: torch.Tensor) -> None:
+        self.cache.commit(self._slots(positions), self._rows(mask.bool()))
