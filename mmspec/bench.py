@@ -1,0 +1,137 @@
+"""The decoding benchmark: every method on the same conditions and seeds, side by side.
+
+Forward passes are counted per image (a batch runs until its slowest sequence is done,
+each image is charged its own count); wall time is measured in the same run for all
+methods, so ratios against AR are comparable even on a noisy machine.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from PIL import Image, ImageDraw
+
+from mmspec.decoding.config import DecodingConfig
+
+
+@dataclass
+class MethodResult:
+    method: str
+    exact: bool
+    images: torch.Tensor = field(repr=False)  # [N, 3, H, W] in [-1, 1]
+    forward_passes: list[int]
+    wall_time_s: float
+    quality: dict = field(default_factory=dict)
+
+    @property
+    def mean_forwards(self) -> float:
+        return sum(self.forward_passes) / len(self.forward_passes)
+
+
+def run_methods(
+    pipe,
+    conditions: list[dict],
+    methods: list[str | DecodingConfig],
+    *,
+    seed: int = 0,
+    batch_size: int = 1,
+    call_kwargs: dict | None = None,
+    on_progress: Callable[[str, int, int], None] | None = None,
+) -> list[MethodResult]:
+    """Runs each method on `conditions` (pipeline call kwargs for one image each, e.g.
+    `{"class_labels": [3]}`) in batches of `batch_size`. The batch starting at item i is
+    seeded with `seed + i` for every method, so all methods see the same conditions and
+    seeds (with `batch_size=1`, each image has its own seed)."""
+    results = []
+    for method in methods:
+        config = method if isinstance(method, DecodingConfig) else DecodingConfig.from_name(method)
+        images, forwards = [], []
+        start = time.perf_counter()
+        for i in range(0, len(conditions), batch_size):
+            chunk = conditions[i : i + batch_size]
+            merged = {k: [v for c in chunk for v in c[k]] for k in chunk[0]}
+            out = pipe(**merged, decoding=config, output_type="pt", generator=torch.Generator().manual_seed(seed + i),
+                       **(call_kwargs or {}))
+            images.append(out.images * 2 - 1)
+            forwards += [s.forward_passes for s in out.stats]
+            if on_progress:
+                on_progress(config.name, min(i + batch_size, len(conditions)), len(conditions))
+        results.append(MethodResult(config.name, config.exact, torch.cat(images), forwards, time.perf_counter() - start))
+    return results
+
+
+def environment() -> dict:
+    import diffusers
+    import transformers
+
+    return {
+        "device": platform.processor() or platform.machine(),
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "diffusers": diffusers.__version__,
+    }
+
+
+def report(results: list[MethodResult], out_dir: str | Path, name: str, meta: dict) -> tuple[Path, Path, Path]:
+    """Writes `name.md`, `name.json` and the speed-up plot `name.png`; AR (first row named
+    "ar") is the baseline of the ratios."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    base = next((r for r in results if r.method == "ar"), results[0])
+    quality_keys = sorted({k for r in results for k in r.quality})
+    rows = []
+    for r in results:
+        rows.append({
+            "method": r.method,
+            "exact": r.exact,
+            "forwards_per_image": round(r.mean_forwards, 1),
+            "fewer_forwards_vs_ar": round(base.mean_forwards / r.mean_forwards, 2),
+            "wall_time_s": round(r.wall_time_s, 2),
+            "faster_vs_ar": round(base.wall_time_s / r.wall_time_s, 2),
+            **{k: round(r.quality[k], 4) for k in quality_keys if k in r.quality},
+        })
+    headers = ["method", "exact", "forwards / image", "x fewer forwards", "wall time (s)", "x faster", *quality_keys]
+    lines = [f"# {name}", "", f"{meta.get('description', '')}", "",
+             "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    for row in rows:
+        values = list(row.values())
+        values[1] = "yes" if values[1] else "no"
+        lines.append("| " + " | ".join(str(v) for v in values) + " |")
+    lines += ["", "Run: " + ", ".join(f"{k}={v}" for k, v in meta.items() if k != "description")]
+    md, js, png = out_dir / f"{name}.md", out_dir / f"{name}.json", out_dir / f"{name}.png"
+    md.write_text("\n".join(lines) + "\n")
+    js.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    speedup_plot(rows).save(png)
+    return md, js, png
+
+
+def speedup_plot(rows: list[dict], width: int = 720, bar_h: int = 26) -> Image.Image:
+    """Horizontal bars: forward-pass and wall-time speed-up over AR per method."""
+    pad, label_w = 12, 190
+    height = pad * 3 + 20 + len(rows) * (2 * bar_h + 8)
+    img = Image.new("RGB", (width, height), "white")
+    draw = ImageDraw.Draw(img)
+    top = max(max(r["fewer_forwards_vs_ar"], r["faster_vs_ar"]) for r in rows)
+    scale = (width - label_w - 3 * pad - 40) / max(top, 1.0)
+    draw.text((pad, pad), "speed-up over AR   ■ forward passes   ■ wall time (CPU, 1 thread)", fill="black")
+    draw.rectangle([pad + 118, pad + 2, pad + 126, pad + 10], fill=(59, 82, 139))
+    draw.rectangle([pad + 232, pad + 2, pad + 240, pad + 10], fill=(94, 201, 98))
+    y = pad * 2 + 20
+    x0 = label_w + pad
+    for r in rows:
+        draw.text((pad, y + bar_h // 2 + 4), r["method"], fill="black")
+        for value, colour, dy in ((r["fewer_forwards_vs_ar"], (59, 82, 139), 0), (r["faster_vs_ar"], (94, 201, 98), bar_h)):
+            draw.rectangle([x0, y + dy, x0 + max(int(value * scale), 1), y + dy + bar_h - 4], fill=colour)
+            draw.text((x0 + int(value * scale) + 6, y + dy + 6), f"{value:.2f}x", fill="black")
+        y += 2 * bar_h + 8
+    one = x0 + int(scale)
+    draw.line([one, pad * 2 + 16, one, height - pad], fill=(200, 0, 0))
+    return img
