@@ -1,0 +1,1 @@
+"""Procedural datasets generated from a seed (nothing is downloaded)."""
