@@ -4,12 +4,16 @@ WordLevel models wrapped in `PreTrainedTokenizerFast` with the special tokens th
 transformers processors look up."""
 
 import torch
-from tokenizers import Tokenizer, models, pre_tokenizers
+from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import (
     Emu3Config,
     Emu3ForConditionalGeneration,
     Emu3ImageProcessor,
     Emu3Processor,
+    JanusConfig,
+    JanusForConditionalGeneration,
+    JanusImageProcessor,
+    JanusProcessor,
     PreTrainedTokenizerFast,
 )
 
@@ -29,10 +33,14 @@ EMU3_EOL = "<|extra_200|>"
 EMU3_CODES = 20
 
 
-def word_level_tokenizer(tokens: list[str], special: dict, named: dict, padding_side: str) -> PreTrainedTokenizerFast:
+def word_level_tokenizer(tokens: list[str], special: dict, named: dict, padding_side: str,
+                         add_bos: bool = False) -> PreTrainedTokenizerFast:
     vocab = {t: i for i, t in enumerate(["[UNK]", *tokens])}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()  # "2*3" -> "2", "*", "3"
+    if add_bos:  # as Llama's tokenizer does (Janus); Emu3's processor adds its BOS itself
+        bos = special["bos_token"]
+        tok.post_processor = processors.TemplateProcessing(single=f"{bos} $A", special_tokens=[(bos, vocab[bos])])
     return PreTrainedTokenizerFast(
         tokenizer_object=tok, unk_token="[UNK]", extra_special_tokens=named, padding_side=padding_side, **special
     )
@@ -66,3 +74,46 @@ def tiny_emu3() -> tuple[Emu3ForConditionalGeneration, Emu3Processor]:
 
 def emu3_inputs(processor, prompts: list[str]):
     return processor(text=prompts, return_for_image_generation=True, padding=True, return_tensors="pt", **EMU3_SIZE)
+
+
+# Janus: 4 x 4 codes of a 12-code VQ, decoded to 8 x 8 pixels
+JANUS_GRID = (4, 4)
+JANUS_SPECIAL = dict(pad_token="<|pad|>", bos_token="<|begin_of_sentence|>", eos_token="<|end_of_sentence|>")
+JANUS_NAMED = dict(image_token="<image_placeholder>", boi_token="<begin_of_image>", eoi_token="<end_of_image>")
+
+
+def tiny_janus() -> tuple[JanusForConditionalGeneration, JanusProcessor]:
+    """A 2-layer Llama (hidden 32, GQA 4:2) Janus with a 12-code VQ; the known-good
+    config quirks: VQ projection and token embedding dims equal the text hidden size, and
+    the vision grid (20 / 5 = 4 patches a side) sets the 16 image tokens."""
+    tokenizer = word_level_tokenizer([*JANUS_SPECIAL.values(), *JANUS_NAMED.values(), *WORDS], JANUS_SPECIAL, JANUS_NAMED,
+                                     "left", add_bos=True)
+    processor = JanusProcessor(JanusImageProcessor(), tokenizer, num_image_tokens=16)
+    torch.manual_seed(0)
+    config = JanusConfig(
+        text_config=dict(
+            model_type="llama", vocab_size=len(tokenizer), hidden_size=32, intermediate_size=37, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+            pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        ),
+        vision_config=dict(image_size=20, patch_size=5, num_image_tokens=16, hidden_size=32, num_hidden_layers=1,
+                           num_attention_heads=2, intermediate_size=37, projection_dim=32),
+        vq_config=dict(embed_dim=12, num_embeddings=12, latent_channels=12, base_channels=32, channel_multiplier=[1, 1],
+                       projection_dim=32, image_token_embed_dim=32),
+        image_token_id=tokenizer.image_token_id,
+    )
+    model = JanusForConditionalGeneration(config).eval()
+    gen = model.generation_config
+    gen.bos_token_id, gen.pad_token_id = tokenizer.bos_token_id, tokenizer.pad_token_id
+    gen.generation_kwargs = {"boi_token_id": tokenizer.boi_token_id}
+    # larger than the 0.02 init, so that the image tokens steer the next one and greedy
+    # choices vary (at 0.02 the prompt dominates and greedy repeats one code)
+    for name in ("language_model", "generation_embeddings", "generation_aligner", "generation_head"):
+        for weight in getattr(model.model, name).parameters():
+            if weight.dim() == 2:
+                torch.nn.init.normal_(weight, std=0.5)
+    return model, processor
+
+
+def janus_inputs(processor, prompts: list[str]):
+    return processor(text=prompts, generation_mode="image", padding=True, return_tensors="pt")
