@@ -1,0 +1,204 @@
+"""Emu3Pipeline: text-to-image Emu3 (transformers' `Emu3ForConditionalGeneration`), decoded
+by any mmspec method.
+
+Example:
+    >>> from mmspec.pipelines.emu3 import Emu3Pipeline
+    >>> pipe = Emu3Pipeline.from_transformers("BAAI/Emu3-Gen-hf", dtype=torch.bfloat16).to("cuda")  # doctest: +SKIP
+    >>> out = pipe("a portrait of a cat. masterpiece, film grained, best quality.", decoding="mc-sjd",  # doctest: +SKIP
+    ...            generator=torch.Generator("cuda").manual_seed(0))
+    >>> out.images[0].save("cat.png"), out.stats[0].forward_passes  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from mmspec.decoding.config import DecodingConfig
+from mmspec.decoding.sampling import SamplingConfig
+from mmspec.models.emu3 import Emu3Condition, Emu3ImageGenerator
+from mmspec.pipelines.pipeline_utils import TokenImagePipeline, read_json, write_json
+
+# Emu3's recipe (BAAI/Emu3 `image_generation.py`): CFG 3 against this negative prompt, top-k 2048
+NEGATIVE_PROMPT = (
+    "lowres, bad anatomy, bad hands, text, error, missing fingers, extra digit, fewer digits, cropped, worst quality, "
+    "low quality, normal quality, jpeg artifacts, signature, watermark, username, blurry."
+)
+DEFAULT_SAMPLING = dict(guidance_scale=3.0, top_k=2048)
+
+
+def as_prompts(prompt, name: str = "prompt") -> list[str]:
+    """A non-empty list of non-empty strings from a string or a list, else a ValueError."""
+    prompts = [prompt] if isinstance(prompt, str) else list(prompt) if isinstance(prompt, (list, tuple)) else []
+    if not prompts or any(not isinstance(p, str) or not p.strip() for p in prompts):
+        raise ValueError(f"{name} must be a non-empty string or a non-empty list of non-empty strings, got {prompt!r}")
+    return prompts
+
+
+def check_images_per_prompt(num_images_per_prompt) -> None:
+    if isinstance(num_images_per_prompt, bool) or not isinstance(num_images_per_prompt, int) or num_images_per_prompt < 1:
+        raise ValueError(f"num_images_per_prompt must be an integer >= 1, got {num_images_per_prompt!r}")
+
+
+def sampling_config(defaults: dict, **overrides) -> SamplingConfig:
+    """`defaults` updated by the overrides that are not None."""
+    return SamplingConfig(**{**defaults, **{k: v for k, v in overrides.items() if v is not None}})
+
+
+def to_signed_pixels(pixels: torch.Tensor, image_processor) -> torch.Tensor:
+    """VQ decoder output `[B, 3, H, W]`, normalised with the image processor's mean and std
+    (what its `postprocess` undoes), -> floats in [-1, 1]."""
+    x = pixels.float()
+    if image_processor.do_normalize:
+        mean = torch.tensor(image_processor.image_mean, device=x.device).view(1, -1, 1, 1)
+        std = torch.tensor(image_processor.image_std, device=x.device).view(1, -1, 1, 1)
+        x = x * std + mean  # [0, 1]
+    return (x * 2 - 1).clamp(-1, 1)
+
+
+class Emu3Pipeline(TokenImagePipeline):
+    """Emu3-Gen (`model`, an `Emu3ForConditionalGeneration` with its VQ) and its `Emu3Processor`.
+
+    Saved as transformers saves each component (`model/`, `processor/`) plus a
+    `model_index.json` naming the pipeline class.
+    """
+
+    model_cpu_offload_seq = "model"
+
+    def __init__(self, model, processor):
+        super().__init__()
+        self.register_modules(model=model, processor=processor)
+
+    # --- loading and saving --------------------------------------------------------------
+
+    @classmethod
+    def from_transformers(cls, name_or_path: str | Path, **model_kwargs) -> "Emu3Pipeline":
+        """Builds the pipeline from a transformers Emu3 checkpoint ("BAAI/Emu3-Gen-hf" or its
+        local copy); `model_kwargs` go to `Emu3ForConditionalGeneration.from_pretrained`."""
+        from transformers import Emu3ForConditionalGeneration, Emu3Processor
+
+        model = Emu3ForConditionalGeneration.from_pretrained(name_or_path, **model_kwargs).eval()
+        return cls(model, Emu3Processor.from_pretrained(name_or_path))
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: str | Path, **model_kwargs) -> "Emu3Pipeline":
+        """Loads a directory written by `save_pretrained`; `model_kwargs` (`dtype=...`) go to
+        the model's `from_pretrained`."""
+        from transformers import Emu3ForConditionalGeneration, Emu3Processor
+
+        root = Path(pretrained_model_name_or_path)
+        if not root.is_dir():
+            raise ValueError(f"{root} is not a directory holding a saved pipeline")
+        index = read_json(root / "model_index.json", "pipeline")
+        if index.get("_class_name") != cls.__name__:
+            raise ValueError(f"{root} holds a {index.get('_class_name')!r} pipeline, not a {cls.__name__}")
+        model = Emu3ForConditionalGeneration.from_pretrained(root / "model", **model_kwargs).eval()
+        return cls(model, Emu3Processor.from_pretrained(root / "processor"))
+
+    def save_pretrained(self, save_directory: str | Path, **kwargs) -> None:
+        root = Path(save_directory)
+        self.model.save_pretrained(root / "model")
+        self.processor.save_pretrained(root / "processor")
+        write_json(root / "model_index.json", {
+            "_class_name": type(self).__name__,
+            "model": ["transformers", "Emu3ForConditionalGeneration"],
+            "processor": ["transformers", "Emu3Processor"],
+        })
+
+    # --- the call ----------------------------------------------------------------------
+
+    def encode_condition(self, prompts: list[str], negative_prompts: list[str] | None, num_images_per_prompt: int,
+                         size: dict) -> tuple[Emu3Condition, tuple[int, int]]:
+        """Tokenizes the prompts (and negatives) with the image-generation prefix; returns
+        the condition, one row per image, and the image size in tokens."""
+        kw = dict(return_for_image_generation=True, padding=True, padding_side="left", return_tensors="pt", **size)
+        enc = self.processor(text=prompts, **kw)
+        height, width = enc["image_sizes"][0]
+        device = self.model.lm_head.weight.device
+
+        def rows(x):
+            return x.repeat_interleave(num_images_per_prompt, 0).to(device)
+
+        condition = Emu3Condition(rows(enc.input_ids), rows(enc.attention_mask))
+        if negative_prompts is not None:
+            neg = self.processor(text=negative_prompts, **kw)
+            condition.negative_input_ids, condition.negative_attention_mask = rows(neg.input_ids), rows(neg.attention_mask)
+        return condition, (int(height), int(width))
+
+    def decode_images(self, tokens: torch.Tensor, height: int, width: int) -> torch.Tensor:
+        """Grid tokens `[B, height * (width + 1)]` -> images `[B, 3, H, W]` in [-1, 1]."""
+        tok = self.processor.tokenizer
+        tail = torch.tensor([tok.eof_token_id, tok.eoi_token_id, tok.eos_token_id], device=tokens.device)
+        sequence = torch.cat([tokens, tail.expand(len(tokens), 3)], 1)  # the fixed end of an Emu3 image
+        pixels = self.model.decode_image_tokens(image_tokens=sequence, height=height, width=width)
+        return to_signed_pixels(pixels, self.processor.image_processor)
+
+    @torch.no_grad()
+    def __call__(
+        self,
+        prompt: str | list[str],
+        negative_prompt: str | list[str] | None = None,
+        decoding: str | DecodingConfig = "mc-sjd",
+        guidance_scale: float | None = None,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        guidance_interval: tuple[int, int] | None = None,
+        ratio: str | None = None,
+        image_area: int | None = None,
+        num_images_per_prompt: int = 1,
+        generator: torch.Generator | None = None,
+        output_type: str = "pil",
+        return_dict: bool = True,
+        callback_on_step_end: Callable | None = None,
+    ):
+        """Generates images from prompts.
+
+        Args:
+            prompt (`str` or `list[str]`): the prompts; Emu3's recipe appends
+                " masterpiece, film grained, best quality.".
+            negative_prompt (`str` or `list[str]`, *optional*): what the CFG rows run, one or one
+                per prompt; defaults to Emu3's `NEGATIVE_PROMPT`. Unused when guidance_scale is 1.
+            decoding (`str` or `DecodingConfig`, *optional*, defaults to "mc-sjd"): any method
+                of `mmspec.decoding` ("ar", "sjd", "mc-sjd+gsd", "zipar+mc-sjd", ...).
+            guidance_scale (`float`, *optional*, defaults to 3.0): CFG scale (1 disables it).
+            temperature, top_k, top_p (*optional*): sampling; default 1.0, 2048, 1.0 (Emu3's recipe).
+            guidance_interval (`tuple[int, int]`, *optional*): positions where CFG applies.
+            ratio (`str`, *optional*): aspect ratio "w:h"; defaults to the processor's ("1:1").
+            image_area (`int`, *optional*): pixel area; defaults to the processor's (720 x 720).
+            num_images_per_prompt (`int`, *optional*, defaults to 1): images per prompt.
+            generator (`torch.Generator`, *optional*): the source of every random draw.
+            output_type (`str`, *optional*, defaults to "pil"): "pil", "np", "pt" or "tokens"
+                (the `[B, H * (W + 1)]` grid tokens, end-of-line tokens included).
+            return_dict (`bool`, *optional*, defaults to True): an `ImagePipelineOutput`, else
+                a tuple `(images, stats)`.
+            callback_on_step_end (`Callable`, *optional*): `fn(pipe, step, tokens_committed, {})`
+                after every forward.
+        """
+        # 1. check inputs
+        sampling = sampling_config(DEFAULT_SAMPLING, guidance_scale=guidance_scale, temperature=temperature,
+                                   top_k=top_k, top_p=top_p, guidance_interval=guidance_interval)
+        decoding = self.check_common(sampling.guidance_scale, decoding, output_type, generator)
+        prompts = as_prompts(prompt)
+        negatives = None
+        if sampling.guided:
+            negatives = as_prompts(NEGATIVE_PROMPT if negative_prompt is None else negative_prompt, "negative_prompt")
+            if len(negatives) == 1:
+                negatives = negatives * len(prompts)
+            if len(negatives) != len(prompts):
+                raise ValueError(f"negative_prompt has {len(negatives)} entries for {len(prompts)} prompts; give one or one per prompt")
+        check_images_per_prompt(num_images_per_prompt)
+        size = {k: v for k, v in dict(ratio=ratio, image_area=image_area).items() if v is not None}
+        # 2. encode the condition
+        condition, (height, width) = self.encode_condition(prompts, negatives, num_images_per_prompt, size)
+        # 3. the layout: visual tokens, forced end-of-line column, codebook
+        token_model = Emu3ImageGenerator(self.model, height, width)
+        layout = token_model.layout()
+        # 4. decode
+        tokens, stats = self.decode_tokens(token_model, condition, layout, decoding, sampling, generator, callback_on_step_end)
+        # 5. detokenize
+        images = None if output_type == "tokens" else self.decode_images(tokens, height, width)
+        # 6. return
+        return self.to_output(images, tokens, stats, output_type, return_dict)
