@@ -80,22 +80,24 @@ class Emu3ImageGenerator:
         return self.model.config.text_config.vocab_size
 
     def layout(self) -> TokenLayout:
-        """The `(height, width + 1)` grid: visual tokens, then the forced end-of-line token."""
+        """The `(height, width + 1)` grid: visual tokens, then the forced end-of-line token
+        (tensors on the model's device, where the engine's logits are)."""
         V, H, W = self.vocab_size, self.height, self.width
-        allowed = torch.zeros(V, dtype=torch.bool)
-        allowed[self.visual_ids] = True
-        forced = torch.full((H, W + 1), -1, dtype=torch.long)
+        device = self.model.lm_head.weight.device
+        allowed = torch.zeros(V, dtype=torch.bool, device=device)
+        allowed[self.visual_ids.to(device)] = True
+        forced = torch.full((H, W + 1), -1, dtype=torch.long, device=device)
         forced[:, W] = self.eol_token_id
         return TokenLayout(grid=(H, W + 1), vocab_size=V, allowed=allowed, forced=forced.flatten(),
                            token_embeddings=self.token_embeddings())
 
     def token_embeddings(self) -> torch.Tensor:
         """`[V, embed_dim]`: the VQ codebook vector of every visual token, zeros elsewhere."""
-        codebook = self.model.model.vqmodel.quantize.embedding.weight.detach().float().cpu()  # [codes, E]
+        codebook = self.model.model.vqmodel.quantize.embedding.weight.detach().float()  # [codes, E]
         img2bpe = self.model.vocabulary_mapping.img2bpe  # code -> token id
-        table = torch.zeros(self.vocab_size, codebook.shape[1])
-        codes = torch.tensor(list(img2bpe.keys()), dtype=torch.long)
-        table[torch.tensor(list(img2bpe.values()), dtype=torch.long)] = codebook[codes]
+        table = codebook.new_zeros(self.vocab_size, codebook.shape[1])
+        codes = torch.tensor(list(img2bpe.keys()), dtype=torch.long, device=codebook.device)
+        table[torch.tensor(list(img2bpe.values()), dtype=torch.long, device=codebook.device)] = codebook[codes]
         return table
 
     def _rows(self, condition: Emu3Condition, guided: bool) -> tuple[torch.Tensor, torch.Tensor]:

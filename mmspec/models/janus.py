@@ -69,7 +69,7 @@ class JanusImageGenerator:
 
     def layout(self) -> TokenLayout:
         """The `S x S` grid over the VQ codes, with the codebook for LANTERN and GSD."""
-        codebook = self.model.model.vqmodel.quantize.embedding.weight.detach().float().cpu()  # [V, E]
+        codebook = self.model.model.vqmodel.quantize.embedding.weight.detach().float()  # [V, E]
         return TokenLayout(grid=self.grid, vocab_size=codebook.shape[0], token_embeddings=codebook)
 
     def unconditional_ids(self, ids: torch.Tensor) -> torch.Tensor:

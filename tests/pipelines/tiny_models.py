@@ -10,6 +10,7 @@ from transformers import (
     Emu3ForConditionalGeneration,
     Emu3ImageProcessor,
     Emu3Processor,
+    GenerationConfig,
     JanusConfig,
     JanusForConditionalGeneration,
     JanusImageProcessor,
@@ -103,9 +104,12 @@ def tiny_janus() -> tuple[JanusForConditionalGeneration, JanusProcessor]:
         image_token_id=tokenizer.image_token_id,
     )
     model = JanusForConditionalGeneration(config).eval()
-    gen = model.generation_config
-    gen.bos_token_id, gen.pad_token_id = tokenizer.bos_token_id, tokenizer.pad_token_id
-    gen.generation_kwargs = {"boi_token_id": tokenizer.boi_token_id}
+    # as the hub checkpoints ship it: transformers' image mode reads these (its own file, not
+    # one derived from the model config, so that save/load keeps `generation_kwargs`)
+    model.generation_config = GenerationConfig(
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        generation_kwargs={"boi_token_id": tokenizer.boi_token_id},
+    )
     # larger than the 0.02 init, so that the image tokens steer the next one and greedy
     # choices vary (at 0.02 the prompt dominates and greedy repeats one code)
     for name in ("language_model", "generation_embeddings", "generation_aligner", "generation_head"):
