@@ -79,6 +79,10 @@ class Emu3ImageGenerator:
     def vocab_size(self) -> int:
         return self.model.config.text_config.vocab_size
 
+    @property
+    def layout_length(self) -> int:
+        return self.height * (self.width + 1)
+
     def layout(self) -> TokenLayout:
         """The `(height, width + 1)` grid: visual tokens, then the forced end-of-line token
         (tensors on the model's device, where the engine's logits are)."""
@@ -136,7 +140,3 @@ class Emu3ImageGenerator:
             self.decoder, self.decoder.embed_tokens, self.model.lm_head, self.decoder.embed_tokens(ids), mask,
             batch_size=len(condition.input_ids), guided=guided, slots=self.layout_length + extra_positions,
         )
-
-    @property
-    def layout_length(self) -> int:
-        return self.height * (self.width + 1)

@@ -18,6 +18,7 @@ valid prompt tokens has position id `m + t`, whatever the padding.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 
@@ -40,6 +41,12 @@ class SlotCache:
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
         # key_states: [R, H_kv, n, D] -> the layer's whole [R, H_kv, S, D]
         return self.cache.update(layer_idx, self.slots, key_states, value_states)
+
+
+@functools.cache
+def cache_kwarg(layer_type: type) -> str:
+    """transformers 5.x renamed the layers' `past_key_values` to `cache`; the one it takes."""
+    return "cache" if "cache" in inspect.signature(layer_type.forward).parameters else "past_key_values"
 
 
 def check_decoder(decoder: nn.Module) -> None:
@@ -75,12 +82,10 @@ def decoder_forward(
     mask.masked_fill_(~visible, torch.finfo(embeds.dtype).min)
     rope = decoder.rotary_emb(embeds, position_ids)
     layers = decoder.layers[: decoder.config.num_hidden_layers]
-    # transformers renamed `past_key_values` to `cache` in 5.x; pass whichever the layer takes
-    cache_kwarg = "cache" if "cache" in inspect.signature(layers[0].forward).parameters else "past_key_values"
-    kv = SlotCache(cache, slots)
+    kv = {cache_kwarg(type(layers[0])): SlotCache(cache, slots)}
     h = embeds
     for layer in layers:
-        h = layer(h, attention_mask=mask, position_ids=position_ids, position_embeddings=rope, **{cache_kwarg: kv})
+        h = layer(h, attention_mask=mask, position_ids=position_ids, position_embeddings=rope, **kv)
     return decoder.norm(h)
 
 

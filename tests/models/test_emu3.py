@@ -137,3 +137,24 @@ def test_guidance_without_negative_prompt_is_an_error(emu3):
     _, _, condition, generator = emu3
     with pytest.raises(ValueError, match="negative_input_ids"):
         generator.start(Emu3Condition(condition.input_ids, condition.attention_mask), guided=True)
+
+
+def test_segments_keep_windows_apart(emu3):
+    """Two windows in one call with different segments (ZipAR rows) equal each run alone,
+    and neither sees the other's uncommitted slots."""
+    _, _, condition, generator = emu3
+    tokens = random_tokens(generator, 2)
+
+    def fresh():
+        session = generator.start(condition, guided=True)
+        pos = torch.arange(2).expand(2, -1)
+        session.forward(tokens[:, :2], pos)
+        session.commit(pos, ones(pos.shape))
+        return session
+
+    a_pos, b_pos = torch.arange(2, 4).expand(2, -1), torch.arange(5, 8).expand(2, -1)
+    alone_a, alone_b = fresh().forward(tokens[:, 2:4], a_pos), fresh().forward(tokens[:, 5:8], b_pos)
+    both_pos = torch.cat([a_pos, b_pos], 1)
+    both = fresh().forward(tokens.gather(1, both_pos), both_pos, torch.tensor([0, 0, 1, 1, 1]).expand(2, -1))
+    torch.testing.assert_close(both.cond, torch.cat([alone_a.cond, alone_b.cond], 1), atol=1e-5, rtol=0)
+    torch.testing.assert_close(both.uncond, torch.cat([alone_a.uncond, alone_b.uncond], 1), atol=1e-5, rtol=0)
