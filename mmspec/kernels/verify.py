@@ -1,29 +1,79 @@
 """`verify`: the one entry point for probabilistic Jacobi verification.
 
-Checks shapes, dtypes and devices with clear errors, then runs the PyTorch reference
-(`verify_reference`). See `verify_reference.py` for what is computed.
+Checks shapes, dtypes and devices with clear errors, then runs the Triton kernel
+(`verify_triton`) for CUDA tensors when Triton is installed, and the PyTorch reference
+(`verify_reference`, the oracle) everywhere else. See `verify_reference.py` for what is
+computed.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+
 import torch
 
-from mmspec.decoding.rules import ExactRule
+from mmspec.decoding.rules import ExactRule, GSDRule, LanternRule
 from mmspec.kernels.verify_reference import verify_reference
-from mmspec.kernels.verify_types import VerifyOutput
+from mmspec.kernels.verify_types import VERIFY_DOC, VerifyOutput
 
 
-def check_verify_inputs(target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms) -> None:
-    if target_probs.dim() != 3:
-        raise ValueError(f"target_probs must be [N, S, V], got {tuple(target_probs.shape)}")
-    N, S, V = target_probs.shape
+@functools.cache
+def triton_available() -> bool:
+    return importlib.util.find_spec("triton") is not None
+
+
+def check_sampling_inputs(target_probs, target_logits, temperature, top_k, top_p, allowed) -> tuple[str, torch.Tensor]:
+    """Returns the target's name and tensor (probs or logits) after checking the transform's arguments."""
+    if (target_probs is None) == (target_logits is None):
+        raise ValueError("give exactly one of target_probs and target_logits")
+    target = target_probs if target_logits is None else target_logits
+    name = "target_probs" if target_logits is None else "target_logits"
+    if target.dim() != 3:
+        raise ValueError(f"{name} must be [N, S, V], got {tuple(target.shape)}")
+    if target.dtype != torch.float32:
+        raise ValueError(f"{name} must be float32, got {target.dtype}; cast with .float()")
+    if target_probs is not None and (temperature != 1.0 or top_k != 0 or top_p != 1.0 or allowed is not None):
+        raise ValueError("temperature, top_k, top_p and allowed transform target_logits; target_probs are used as given")
+    if not temperature >= 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+        raise ValueError(f"top_k must be an integer >= 0 (0 keeps all tokens), got {top_k!r}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must lie in (0, 1], got {top_p}")
+    if allowed is not None:
+        if allowed.shape != target.shape or allowed.dtype != torch.bool:
+            raise ValueError(f"allowed must be bool {tuple(target.shape)}, got {allowed.dtype} {tuple(allowed.shape)}")
+        if not bool(allowed.any(-1).all()):
+            raise ValueError("allowed must allow at least one token in every [n, s] row")
+    return name, target
+
+
+def check_rule(rule, V: int) -> None:
+    if isinstance(rule, LanternRule):
+        if rule.neighbours is None:
+            raise ValueError("bind(embeddings) the LANTERN rule before use")
+        if rule.neighbours.dim() != 2 or rule.neighbours.shape[0] != V:
+            raise ValueError(f"LANTERN neighbour table {tuple(rule.neighbours.shape)} must be [V = {V}, k]; bind the layout's embeddings")
+    if isinstance(rule, GSDRule):
+        if rule.embeddings is None:
+            raise ValueError("bind(embeddings) the GSD rule before use")
+        if rule.embeddings.dim() != 2 or rule.embeddings.shape[0] != V:
+            raise ValueError(f"GSD embedding table {tuple(rule.embeddings.shape)} must be [V = {V}, E]; bind the layout's embeddings")
+
+
+def check_verify_inputs(name, target, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms, rule, allowed) -> None:
+    N, S, V = target.shape
     if S == 0:
         raise ValueError("verify needs at least one slot per window (S = 0)")
-    if draft_probs.shape != target_probs.shape:
-        raise ValueError(f"draft_probs {tuple(draft_probs.shape)} must match target_probs {tuple(target_probs.shape)}")
-    for name, t in (("draft_tokens", draft_tokens), ("accept_uniforms", accept_uniforms), ("sample_uniforms", sample_uniforms)):
+    if draft_probs is not None:
+        if draft_probs.shape != target.shape:
+            raise ValueError(f"draft_probs {tuple(draft_probs.shape)} must match {name} {tuple(target.shape)}")
+        if draft_probs.dtype != torch.float32:
+            raise ValueError(f"draft_probs must be float32, got {draft_probs.dtype}; cast with .float()")
+    for arg, t in (("draft_tokens", draft_tokens), ("accept_uniforms", accept_uniforms), ("sample_uniforms", sample_uniforms)):
         if t.shape != (N, S):
-            raise ValueError(f"{name} must be [{N}, {S}], got {tuple(t.shape)}")
+            raise ValueError(f"{arg} must be [{N}, {S}], got {tuple(t.shape)}")
     if num_slots.shape != (N,):
         raise ValueError(f"num_slots must be [{N}], got {tuple(num_slots.shape)}")
     if draft_tokens.dtype != torch.long or num_slots.dtype != torch.long:
@@ -32,39 +82,40 @@ def check_verify_inputs(target_probs, draft_probs, draft_tokens, num_slots, acce
         raise ValueError("uniforms must be float64 (a float32 uniform can round to 1.0)")
     if draft_tokens.numel() and int(draft_tokens.max()) >= V:
         raise ValueError(f"draft_tokens must be < V = {V}")
-    devices = {t.device for t in (target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms)}
+    check_rule(rule, V)
+    tensors = (target, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms, allowed)
+    devices = {t.device for t in tensors if t is not None}
     if len(devices) > 1:
         raise ValueError(f"verify inputs are on different devices: {sorted(map(str, devices))}")
 
 
 def verify(
-    target_probs: torch.Tensor,
-    draft_probs: torch.Tensor,
-    draft_tokens: torch.Tensor,
-    num_slots: torch.Tensor,
-    accept_uniforms: torch.Tensor,
-    sample_uniforms: torch.Tensor,
+    target_probs: torch.Tensor | None,  # [N, S, V]
+    draft_probs: torch.Tensor | None,  # [N, S, V]
+    draft_tokens: torch.Tensor,  # [N, S]
+    num_slots: torch.Tensor,  # [N]
+    accept_uniforms: torch.Tensor,  # [N, S]
+    sample_uniforms: torch.Tensor,  # [N, S]
     rule=ExactRule(),
     coupling: bool = True,
+    *,
+    target_logits: torch.Tensor | None = None,  # [N, S, V]
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    allowed: torch.Tensor | None = None,  # [N, S, V]
 ) -> VerifyOutput:
-    """Verifies N windows of drafts against their target distributions.
+    name, target = check_sampling_inputs(target_probs, target_logits, temperature, top_k, top_p, allowed)
+    check_verify_inputs(name, target, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms, rule, allowed)
+    impl = verify_reference
+    if target.is_cuda and triton_available():
+        from mmspec.kernels.verify_triton import verify_triton  # imports Triton on the first CUDA call only
 
-    Args:
-        target_probs (`torch.Tensor`): `[N, S, V]`, p of every slot (after the sampling transform).
-        draft_probs (`torch.Tensor`): `[N, S, V]`, q every draft was drawn from.
-        draft_tokens (`torch.Tensor`): long `[N, S]`, the drafts; -1 where a slot has none.
-        num_slots (`torch.Tensor`): long `[N]`, how many leading slots have a p.
-        accept_uniforms, sample_uniforms (`torch.Tensor`): float64 `[N, S]` in [0, 1).
-        rule: `ExactRule()`, `LanternRule(...)` or `GSDRule(...)`, bound to the embeddings.
-        coupling (`bool`): MC-SJD's maximal coupling for the next drafts (else fresh samples).
+        impl = verify_triton
+    return impl(
+        target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms, rule, coupling,
+        target_logits=target_logits, temperature=temperature, top_k=top_k, top_p=top_p, allowed=allowed,
+    )
 
-    Example:
-        >>> import torch
-        >>> p = torch.tensor([[[0.5, 0.5], [0.9, 0.1]]])
-        >>> out = verify(p, p.clone(), torch.tensor([[1, -1]]), torch.tensor([2]),
-        ...              torch.zeros(1, 2, dtype=torch.float64), torch.zeros(1, 2, dtype=torch.float64))
-        >>> out.accepted.tolist(), out.committed.tolist(), out.tokens.tolist()
-        ([1], [2], [[1, 0]])
-    """
-    check_verify_inputs(target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms)
-    return verify_reference(target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms, rule, coupling)
+
+verify.__doc__ = VERIFY_DOC

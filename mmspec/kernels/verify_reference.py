@@ -12,34 +12,60 @@ p_i for its position, and optionally a draft d_i drawn from q_i:
 
 Randomness comes in as float64 uniforms, two per slot (`accept_uniforms` for tests,
 `sample_uniforms` for draws), so that every implementation fed the same numbers makes the
-same decisions.
+same decisions. Given logits instead of p, the reference runs the functions of
+`mmspec.decoding.sampling` first: it is the oracle of the fused transform too.
 """
 
 from __future__ import annotations
 
 import torch
 
-from mmspec.decoding.rules import ExactRule, gather_last
-from mmspec.decoding.sampling import categorical
-from mmspec.kernels.verify_types import VerifyOutput
+from mmspec.decoding.rules import ExactRule
+from mmspec.decoding.sampling import apply_temperature, categorical, mask_disallowed, to_probs, top_k_filter, top_p_filter
+from mmspec.kernels.verify_types import VERIFY_DOC, VerifyOutput
+
+
+def transformed_probs(
+    logits: torch.Tensor,  # [N, S, V] CFG already combined
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    allowed: torch.Tensor | None,  # [N, S, V] bool
+) -> torch.Tensor:  # [N, S, V] float32
+    """The sampling transform of `mmspec.decoding.sampling`, in its order."""
+    x = mask_disallowed(logits, allowed)
+    x = apply_temperature(x, temperature)
+    x = top_k_filter(x, top_k)
+    x = top_p_filter(x, top_p)
+    return to_probs(x, temperature)
 
 
 def verify_reference(
-    target_probs: torch.Tensor,  # [N, S, V] p per slot (rows past num_slots are ignored)
-    draft_probs: torch.Tensor,  # [N, S, V] q per slot (ignored where there is no draft)
+    target_probs: torch.Tensor | None,  # [N, S, V] p per slot (rows past num_slots are ignored)
+    draft_probs: torch.Tensor | None,  # [N, S, V] q per slot (ignored where there is no draft); None = one-hot
     draft_tokens: torch.Tensor,  # [N, S] long, -1 = no draft
     num_slots: torch.Tensor,  # [N] long, slots that have a p
     accept_uniforms: torch.Tensor,  # [N, S] float64
     sample_uniforms: torch.Tensor,  # [N, S] float64
     rule=ExactRule(),
     coupling: bool = True,
+    *,
+    target_logits: torch.Tensor | None = None,  # [N, S, V]
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    allowed: torch.Tensor | None = None,  # [N, S, V] bool
 ) -> VerifyOutput:
+    if target_logits is not None:
+        target_probs = transformed_probs(target_logits, temperature, top_k, top_p, allowed)
     N, S, V = target_probs.shape
     slot = torch.arange(S, device=target_probs.device)
     has_p = slot[None, :] < num_slots[:, None]  # [N, S]
     has_draft = has_p & (draft_tokens >= 0)
     d = draft_tokens.clamp(min=0)
     p = target_probs.float()
+    if draft_probs is None:
+        draft_probs = torch.nn.functional.one_hot(d, V)
     q = draft_probs.float() * has_draft[..., None]  # no draft: q = 0, so the residual is p
 
     # 1. the committed run: leading accepted drafts, then one drawn token
@@ -63,4 +89,7 @@ def verify_reference(
     at = slot[None, :] == accepted[:, None]
     tokens = torch.where(before, d, torch.where(at, drawn, later))
     tokens = torch.where(has_p, tokens, draft_tokens)
-    return VerifyOutput(accepted=accepted, committed=committed, tokens=tokens)
+    return VerifyOutput(accepted=accepted, committed=committed, tokens=tokens, target_probs=p)
+
+
+verify_reference.__doc__ = VERIFY_DOC

@@ -1,4 +1,4 @@
-"""The result type shared by every implementation of `verify`."""
+"""The contract shared by every implementation of `verify`: its result type and docstring."""
 
 from __future__ import annotations
 
@@ -16,8 +16,68 @@ class VerifyOutput:
     tokens (`torch.Tensor`): long `[N, S]`: accepted drafts, the drawn token at slot
         `accepted`, the next drafts after it (their q is the slot's p); past `num_slots`
         the input drafts are passed through.
+    target_probs (`torch.Tensor`): float32 `[N, S, V]`, the p every slot was verified
+        against: the input `target_probs`, or the sampling transform of `target_logits`
+        (computed for every slot, also past `num_slots`). It is the q of the next drafts.
     """
 
     accepted: torch.Tensor
     committed: torch.Tensor
     tokens: torch.Tensor
+    target_probs: torch.Tensor
+
+
+VERIFY_DOC = """Verifies N windows of drafts against their target distributions.
+
+    Slot i of a window holds the target p_i of its position and optionally a draft d_i drawn
+    from q_i. Slots are accepted left to right while `accept_uniforms[i] < rule.accept_prob`;
+    the first rejected slot, or the first with a p but no draft, is drawn from
+    norm((p_i - q_i)+) (from p_i without a draft) and ends the committed run. Every later
+    slot with a p gets its next draft: the maximal coupling of q_i and p_i (`coupling=True`,
+    MC-SJD) or a fresh sample from p_i (SJD). Draws invert the float64 CDF at
+    `sample_uniforms`, as `mmspec.decoding.sampling.categorical`, so every implementation
+    fed the same uniforms makes the same decisions.
+
+    The target comes as probabilities, or as logits with the sampling transform fused in,
+    in the order of `mmspec.decoding.sampling`: allowed mask, temperature, top-k (ties at
+    the k-th kept), top-p (LlamaGen's shift by one), softmax; temperature 0 is one-hot on
+    the arg-max. Classifier-free guidance is the caller's: pass the combined logits
+    `uncond + s * (cond - uncond)`.
+
+    Args:
+        target_probs (`torch.Tensor` or `None`): float32 `[N, S, V]`, p of every slot after
+            the sampling transform; None when `target_logits` is given.
+        draft_probs (`torch.Tensor` or `None`): float32 `[N, S, V]`, q every draft was drawn
+            from; None means one-hot on the draft (random or copied drafts).
+        draft_tokens (`torch.Tensor`): long `[N, S]`, the drafts; -1 where a slot has none.
+        num_slots (`torch.Tensor`): long `[N]`, how many leading slots have a p.
+        accept_uniforms (`torch.Tensor`): float64 `[N, S]` in [0, 1), one acceptance test per slot.
+        sample_uniforms (`torch.Tensor`): float64 `[N, S]` in [0, 1), one draw per slot.
+        rule (*optional*, defaults to `ExactRule()`): `ExactRule()`, or `LanternRule(...)` /
+            `GSDRule(...)` bound to the token embeddings (`rule.bind(embeddings)`).
+        coupling (`bool`, *optional*, defaults to `True`): MC-SJD's maximal coupling for the
+            next drafts (else fresh samples from p).
+        target_logits (`torch.Tensor`, *optional*): float32 `[N, S, V]`, CFG already
+            combined; give exactly one of `target_probs` and `target_logits`.
+        temperature (`float`, *optional*, defaults to 1.0): 0 is greedy (logits only).
+        top_k (`int`, *optional*, defaults to 0): keep the k most likely tokens; 0 keeps all.
+        top_p (`float`, *optional*, defaults to 1.0): nucleus mass in (0, 1]; 1 keeps all.
+        allowed (`torch.Tensor`, *optional*): bool `[N, S, V]`, tokens that may be drawn;
+            every row must allow one.
+
+    Returns:
+        `VerifyOutput`: accepted and committed counts `[N]`, the tokens `[N, S]` and the p used.
+
+    Example:
+        >>> import torch
+        >>> from mmspec.kernels.verify import verify
+        >>> p = torch.tensor([[[0.5, 0.5], [0.9, 0.1]]])
+        >>> u = torch.zeros(1, 2, dtype=torch.float64)
+        >>> out = verify(p, p.clone(), torch.tensor([[1, -1]]), torch.tensor([2]), u, u)
+        >>> out.accepted.tolist(), out.committed.tolist(), out.tokens.tolist()
+        ([1], [2], [[1, 0]])
+        >>> logits = torch.tensor([[[2.0, 1.0, 0.0]]])
+        >>> verify(None, None, torch.tensor([[2]]), torch.tensor([1]), u[:, :1], u[:, :1],
+        ...        target_logits=logits, temperature=0.0).tokens.tolist()
+        [[0]]
+    """

@@ -1,0 +1,187 @@
+"""Checks the Triton verification kernel against its PyTorch reference on a GPU, and times both.
+
+    PYTHONPATH=. python benchmarks/gpu_verify_check.py
+
+Sizes: LlamaGen (V = 16384, window L in {16, 32}, batch 1-16; CFG is combined before
+verification, so N = batch windows of S = L + 1 slots, top-k 2000) and Emu3 (logits over
+the whole 184,622-token vocabulary with the 32,768 image tokens allowed, top-k 2048). Each
+row verifies random windows (dense q near p, 20% of slots without a draft) and reports:
+- ref / triton ms: median time of `verify_reference` and `verify_triton` on the GPU;
+- max |dp|: the kernel's p against the reference transform on the GPU;
+- same-p: the kernel's decisions against `verify_reference` on CPU fed the kernel's own p
+  (must be identical: this is the exactness check);
+- end-to-end: windows whose decisions match the reference run from the logits on the GPU
+  (a window may differ where a uniform lies within float32 rounding of its threshold).
+Writes benchmarks/results/gpu_verify_check.{md,json} with the device, versions and seed.
+Meant to take well under 5 minutes on one GPU: it stops adding rows after 4 minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+SEED = 0
+TIME_BUDGET_S = 240.0
+RESULTS = Path(__file__).parent / "results"
+EMU3_VOCAB, EMU3_IMAGE_TOKENS = 184_622, 32_768
+
+
+@dataclass
+class Case:
+    model: str
+    batch: int
+    L: int
+    V: int
+    rule: str = "exact"
+    coupling: bool = True
+    top_k: int = 0
+    top_p: float = 1.0
+    allowed_tokens: int | None = None  # the last ids of the vocabulary are allowed
+
+
+CASES = [
+    *(Case("LlamaGen", b, L, 16384, top_k=2000) for L in (16, 32) for b in (1, 4, 16)),
+    Case("LlamaGen", 4, 16, 16384, top_k=2000, top_p=0.9),
+    Case("LlamaGen", 4, 16, 16384, rule="lantern", coupling=False, top_k=2000),
+    Case("LlamaGen", 4, 16, 16384, rule="gsd", coupling=False, top_k=2000),
+    *(Case("Emu3", b, 16, EMU3_VOCAB, top_k=2048, allowed_tokens=EMU3_IMAGE_TOKENS) for b in (1, 4, 16)),
+    Case("Emu3", 4, 32, EMU3_VOCAB, top_k=2048, allowed_tokens=EMU3_IMAGE_TOKENS),
+]
+
+
+def make_inputs(case: Case, generator: torch.Generator, device: str) -> dict:
+    """Random windows on `device`: CFG-combined logits, dense q near p, drafts from q."""
+    from mmspec.decoding.sampling import classifier_free_guidance
+    from mmspec.kernels.verify_reference import transformed_probs
+
+    N, S, V = case.batch, case.L + 1, case.V
+    cond = torch.randn(N, S, V, generator=generator, device=device) * 3
+    uncond = cond + torch.randn(N, S, V, generator=generator, device=device)
+    logits = classifier_free_guidance(uncond, cond, 4.0)
+    allowed = None
+    if case.allowed_tokens is not None:
+        allowed = torch.zeros(N, S, V, dtype=torch.bool, device=device)
+        allowed[..., V - case.allowed_tokens :] = True
+    noisy = logits + torch.randn(N, S, V, generator=generator, device=device)
+    q = transformed_probs(noisy, 1.0, case.top_k, case.top_p, allowed)
+    drafts = torch.multinomial(q.view(-1, V), 1, generator=generator).view(N, S)
+    drafts[torch.rand(N, S, generator=generator, device=device) < 0.2] = -1
+    return dict(
+        target_probs=None, draft_probs=q, draft_tokens=drafts,
+        num_slots=torch.randint(1, S + 1, (N,), generator=generator, device=device),
+        accept_uniforms=torch.rand(N, S, generator=generator, device=device, dtype=torch.float64),
+        sample_uniforms=torch.rand(N, S, generator=generator, device=device, dtype=torch.float64),
+        target_logits=logits, top_k=case.top_k, top_p=case.top_p, allowed=allowed,
+    )
+
+
+def make_rule(case: Case, generator: torch.Generator, device: str):
+    from mmspec.decoding.rules import ExactRule, GSDRule, LanternRule
+
+    if case.rule == "exact":
+        return ExactRule()
+    embeddings = torch.randn(case.V, 8, generator=generator, device=device) * 0.3  # a VQ codebook's scale
+    return (LanternRule(k=1000, delta=0.1) if case.rule == "lantern" else GSDRule()).bind(embeddings)
+
+
+def median_ms(fn, repeats: int = 10) -> float:
+    fn()  # compile / warm up
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def decisions(out) -> tuple:
+    return out.accepted.cpu(), out.committed.cpu(), out.tokens.cpu()
+
+
+def run_case(case: Case, generator: torch.Generator, device: str = "cuda") -> dict:
+    from mmspec.kernels.verify_reference import verify_reference
+    from mmspec.kernels.verify_triton import verify_triton
+
+    inputs = make_inputs(case, generator, device)
+    rule = make_rule(case, generator, device)
+    positional = [inputs[k] for k in ("target_probs", "draft_probs", "draft_tokens", "num_slots", "accept_uniforms", "sample_uniforms")]
+    transform = {k: inputs[k] for k in ("target_logits", "top_k", "top_p", "allowed")}
+    reference = verify_reference(*positional, rule, case.coupling, **transform)
+    kernel = verify_triton(*positional, rule, case.coupling, **transform)
+
+    # exactness: the reference on CPU, fed the kernel's own p, must decide the same
+    cpu = [t.cpu() if isinstance(t, torch.Tensor) else t for t in positional]
+    cpu[0] = kernel.target_probs.cpu()
+    same_p = verify_reference(*cpu, rule, case.coupling)  # the rule's tables follow p to the CPU
+    same = all(torch.equal(a, b) for a, b in zip(decisions(kernel), decisions(same_p)))
+    end_to_end = torch.ones(case.batch, dtype=torch.bool)
+    for a, b in zip(decisions(kernel), decisions(reference)):
+        end_to_end &= (a == b).view(case.batch, -1).all(-1)
+
+    return dict(
+        model=case.model, batch=case.batch, L=case.L, V=case.V, rule=case.rule + ("+coupling" if case.coupling else ""),
+        transform=f"top_k={case.top_k} top_p={case.top_p}" + (f" allowed={case.allowed_tokens}" if case.allowed_tokens else ""),
+        reference_ms=median_ms(lambda: verify_reference(*positional, rule, case.coupling, **transform)),
+        triton_ms=median_ms(lambda: verify_triton(*positional, rule, case.coupling, **transform)),
+        max_abs_dp=float((kernel.target_probs - reference.target_probs).abs().max()),
+        same_p_decisions_identical=same,
+        end_to_end_windows_agreeing=f"{int(end_to_end.sum())}/{case.batch}",
+    )
+
+
+def write_results(rows: list[dict], meta: dict) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "gpu_verify_check.json").write_text(json.dumps(dict(meta, rows=rows), indent=2))
+    head = "| model | batch | L | V | rule | transform | reference ms | triton ms | speed-up | max abs dp | same-p decisions | end-to-end |"
+    lines = [f"# verify: Triton vs reference on {meta['device']}", "",
+             f"torch {meta['torch']}, triton {meta['triton']}, CUDA {meta['cuda']}, seed {meta['seed']}", "",
+             head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        lines.append(
+            f"| {r['model']} | {r['batch']} | {r['L']} | {r['V']} | {r['rule']} | {r['transform']} | {r['reference_ms']:.2f} | "
+            f"{r['triton_ms']:.2f} | {r['reference_ms'] / r['triton_ms']:.2f}x | {r['max_abs_dp']:.1e} | "
+            f"{'identical' if r['same_p_decisions_identical'] else 'DIFFERENT'} | {r['end_to_end_windows_agreeing']} |"
+        )
+    (RESULTS / "gpu_verify_check.md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> int:
+    if not torch.cuda.is_available():
+        print("gpu_verify_check: no CUDA device; this check needs one GPU (the CPU tests run the kernel interpreted)")
+        return 2
+    try:
+        import triton
+    except ImportError:
+        print("gpu_verify_check: triton is not installed; pip install triton")
+        return 2
+    torch.manual_seed(SEED)
+    generator = torch.Generator(device="cuda").manual_seed(SEED)
+    meta = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__,
+                cuda=torch.version.cuda, python=platform.python_version(), seed=SEED)
+    start, rows = time.perf_counter(), []
+    for case in CASES:
+        if time.perf_counter() - start > TIME_BUDGET_S:
+            print(f"time budget of {TIME_BUDGET_S:.0f} s spent: skipping {case}")
+            continue
+        rows.append(run_case(case, generator))
+        print(json.dumps(rows[-1]), flush=True)
+    write_results(rows, meta)
+    ok = all(r["same_p_decisions_identical"] and r["max_abs_dp"] <= 1e-5 for r in rows)
+    print(f"{'OK' if ok else 'FAILED'}: {len(rows)} rows in {time.perf_counter() - start:.0f} s, see {RESULTS / 'gpu_verify_check.md'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
