@@ -60,7 +60,7 @@ CASES = [
 def make_inputs(case: Case, generator: torch.Generator, device: str) -> dict:
     """Random windows on `device`: CFG-combined logits, dense q near p, drafts from q."""
     from mmspec.decoding.sampling import classifier_free_guidance
-    from mmspec.kernels.verify_reference import transformed_probs
+    from mmspec.decoding.sampling import SamplingConfig, transform
 
     N, S, V = case.batch, case.L + 1, case.V
     cond = torch.randn(N, S, V, generator=generator, device=device) * 3
@@ -71,7 +71,7 @@ def make_inputs(case: Case, generator: torch.Generator, device: str) -> dict:
         allowed = torch.zeros(N, S, V, dtype=torch.bool, device=device)
         allowed[..., V - case.allowed_tokens :] = True
     noisy = logits + torch.randn(N, S, V, generator=generator, device=device)
-    q = transformed_probs(noisy, 1.0, case.top_k, case.top_p, allowed)
+    q = transform(noisy, SamplingConfig(temperature=1.0, top_k=case.top_k, top_p=case.top_p), allowed)
     drafts = torch.multinomial(q.view(-1, V), 1, generator=generator).view(N, S)
     drafts[torch.rand(N, S, generator=generator, device=device) < 0.2] = -1
     return dict(

@@ -1,11 +1,19 @@
 import json
 import os
+import shutil
 from pathlib import Path
+
+# Triton kernels run on CPU only in interpreter mode, which must be chosen before Triton is
+# first imported (transformers and diffusers may import it): decide here, before torch
+if "TRITON_INTERPRET" not in os.environ and shutil.which("nvidia-smi") is None and not Path("/dev/nvidia0").exists():
+    os.environ["TRITON_INTERPRET"] = "1"
 
 import pytest
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# the models under test are tiny: one thread is faster than two fighting over a busy CPU
+torch.set_num_threads(1)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -13,15 +13,6 @@ from mmspec.decoding.sampling import SamplingConfig, sample, target_probs
 from mmspec.decoding.stats import DecodeStats
 
 
-def choose(probs: torch.Tensor, positions: torch.Tensor, layout: TokenLayout, generator) -> torch.Tensor:
-    """Draws tokens from `probs [B, n, V]`, then puts forced tokens where the layout has them."""
-    tokens = sample(probs, generator)
-    if layout.forced is not None:
-        forced = layout.forced.to(tokens.device)[positions.clamp(max=layout.length - 1)]
-        tokens = torch.where(forced >= 0, forced, tokens)
-    return tokens
-
-
 def decode_ar(
     session: TokenSession,
     layout: TokenLayout,
@@ -42,8 +33,7 @@ def decode_ar(
 
     # 1. the prefill predicts position 0
     pos = torch.zeros(B, 1, dtype=torch.long, device=device)
-    allowed = layout.allowed_at(pos)
-    tokens[:, :1] = choose(target_probs(session.prefill_logits(), pos, sampling, allowed), pos, layout, generator)
+    tokens[:, :1] = sample(target_probs(session.prefill_logits(), pos, sampling, layout.allowed_at(pos)), generator)
     if on_step:
         on_step(1, T)
     for t in range(1, T):
@@ -54,7 +44,7 @@ def decode_ar(
         # 4. sample the next one
         pos = prev + 1
         probs = target_probs(logits, pos, sampling, layout.allowed_at(pos))
-        tokens[:, t : t + 1] = choose(probs, pos, layout, generator)
+        tokens[:, t : t + 1] = sample(probs, generator)
         if on_step:
             on_step(t + 1, T)
     stats = DecodeStats(

@@ -27,8 +27,8 @@ class TokenLayout:
         allowed (`torch.Tensor`, *optional*): bool `[V]` (same set everywhere) or `[T, V]`
             (per position) of the tokens a position may hold; `None` allows all.
         forced (`torch.Tensor`, *optional*): long `[T]`, the token a position must hold
-            (an end-of-line token, say) or -1 where it is free. Forced positions are
-            committed without sampling.
+            (an end-of-line token, say) or -1 where it is free: `allowed_at` allows only
+            that token there.
         token_embeddings (`torch.Tensor`, *optional*): `[V, E]`, a vector per token (VQ
             codebook entries) for latent-neighbourhood acceptance rules.
     """
@@ -61,12 +61,23 @@ class TokenLayout:
         return torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1).reshape(self.length, len(self.grid))
 
     def allowed_at(self, positions: torch.Tensor) -> torch.Tensor | None:
-        """Bool `[..., V]` allowed-token mask for long `positions [...]`, or None."""
-        if self.allowed is None:
+        """Bool `[..., V]` allowed-token mask for long `positions [...]` (past the end: the
+        last position's), or None when everything is allowed. A forced position allows
+        only its forced token, so sampling and drafting need no special case for it."""
+        if self.allowed is None and self.forced is None:
             return None
-        if self.allowed.dim() == 1:
-            return self.allowed.expand(*positions.shape, self.vocab_size)
-        return self.allowed[positions.clamp(max=self.length - 1)]
+        positions = positions.clamp(max=self.length - 1)
+        if self.allowed is None:
+            mask = torch.ones(*positions.shape, self.vocab_size, dtype=torch.bool, device=positions.device)
+        elif self.allowed.dim() == 1:
+            mask = self.allowed.to(positions.device).expand(*positions.shape, self.vocab_size)
+        else:
+            mask = self.allowed.to(positions.device)[positions]
+        if self.forced is not None:
+            forced = self.forced.to(positions.device)[positions]
+            one_hot = torch.nn.functional.one_hot(forced.clamp(min=0), self.vocab_size).bool()
+            mask = torch.where((forced >= 0)[..., None], one_hot, mask)
+        return mask
 
 
 @dataclass

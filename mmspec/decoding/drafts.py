@@ -30,7 +30,6 @@ def first_drafts(
     out = torch.full_like(positions, -1)
     u = uniforms((B, K), generator, device)
     cols = layout.cols
-    forced = layout.forced.to(device) if layout.forced is not None else None
     rows = torch.arange(B, device=device)
     for k in range(K):
         pos = positions[:, k]
@@ -52,9 +51,6 @@ def first_drafts(
             if allowed is not None:
                 usable &= allowed.to(device)[rows, copied.clamp(min=0)]
             draft = torch.where(usable, copied, draft)
-        if forced is not None:
-            f = forced[safe.clamp(max=layout.length - 1)]
-            draft = torch.where(f >= 0, f, draft)
         draft = torch.where(live, draft, torch.full_like(draft, -1))
         out[:, k] = draft
         best[rows[live], safe[live]] = draft[live]

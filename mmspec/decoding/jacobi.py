@@ -30,11 +30,10 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from mmspec.decoding.ar import choose
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.contracts import TokenLayout, TokenSession
 from mmspec.decoding.drafts import first_drafts
-from mmspec.decoding.sampling import SamplingConfig, target_probs, uniforms
+from mmspec.decoding.sampling import SamplingConfig, guided_logits, sample, target_probs, uniforms
 from mmspec.decoding.stats import DecodeStats
 from mmspec.kernels.verify import verify
 
@@ -46,15 +45,6 @@ def segments(layout: TokenLayout, config: DecodingConfig) -> tuple[torch.Tensor,
     if config.zipar_window and (len(layout.grid) < 2 or layout.cols < 2):
         raise ValueError(f"ZipAR decodes rows side by side; layout grid {layout.grid} has no rows")
     return torch.arange(0, T, seg_len), seg_len
-
-
-def forced_probs(probs: torch.Tensor, positions: torch.Tensor, layout: TokenLayout) -> torch.Tensor:
-    """p one-hot on the forced token at forced positions, so a forced slot always holds it."""
-    if layout.forced is None:
-        return probs
-    forced = layout.forced.to(probs.device)[positions.clamp(max=layout.length - 1)]
-    one_hot = F.one_hot(forced.clamp(min=0), layout.vocab_size).to(probs.dtype)
-    return torch.where((forced >= 0)[..., None], one_hot, probs)
 
 
 def extra_positions(layout: TokenLayout, config: DecodingConfig) -> int:
@@ -100,8 +90,7 @@ def decode_jacobi(
 
     # 0. the prefill predicts position 0, drawn as AR does
     pos0 = torch.zeros(B, 1, dtype=torch.long, device=device)
-    prefill = target_probs(session.prefill_logits(), pos0, sampling, layout.allowed_at(pos0))
-    tokens[:, :1] = choose(prefill, pos0, layout, generator)
+    tokens[:, :1] = sample(target_probs(session.prefill_logits(), pos0, sampling, layout.allowed_at(pos0)), generator)
     committed[:, 0] = True
     n[:, 0] = 1
     forwards = 1
@@ -154,23 +143,28 @@ def decode_jacobi(
         in_segment = torch.where(in_valid, cand_seg.gather(1, take), R + pad)
         packed = torch.where(cand_valid, cand_valid.long().cumsum(1) - 1, 0)  # candidate -> input index
 
-        # 3. forward and the sampling transform at the predicted positions
+        # 3. forward; CFG at the predicted positions (the rest of the transform is fused into verify)
         logits = session.forward(in_tok, in_pos, in_segment)
         forwards += 1
         target = (in_pos + 1).clamp(max=T - 1)
-        p_in = forced_probs(target_probs(logits, target, sampling, layout.allowed_at(target)), target, layout)
+        combined = guided_logits(logits, target, sampling)  # [B, M, V]
+        allowed = layout.allowed_at(target)
 
         # 4. verify every window: slot j holds p for n+j (from candidate j) and the draft there
         num_slots = torch.where(live, 1 + fed.sum(-1), 0)  # [B, R]
-        p_win = p_in.gather(1, packed.view(B, R * S)[..., None].expand(-1, -1, V)).view(B, R, S, V)
-        p_win = p_win * (slot[None, None, :, None] < num_slots[..., None, None])
+        by_slot = packed.view(B, R * S)[..., None].expand(-1, -1, V)
+        logits_win = combined.gather(1, by_slot).view(B, R, S, V)
+        allowed_win = None if allowed is None else allowed.gather(1, by_slot).view(B, R, S, V)
         d_win = torch.cat([torch.where(in_seg, drafts, -1), drafts.new_full((B, R, 1), -1)], -1)
         q_win = torch.cat([draft_q, draft_q.new_zeros(B, R, 1, V)], 2)
         N = B * R
         out = verify(
-            p_win.view(N, S, V), q_win.view(N, S, V), d_win.view(N, S), num_slots.view(N),
+            None, q_win.view(N, S, V), d_win.view(N, S), num_slots.view(N),
             uniforms((N, S), generator, device), uniforms((N, S), generator, device), rule, config.method == "mc-sjd",
+            target_logits=logits_win.reshape(N, S, V), temperature=sampling.temperature, top_k=sampling.top_k,
+            top_p=sampling.top_p, allowed=None if allowed_win is None else allowed_win.reshape(N, S, V),
         )
+        p_win = out.target_probs.view(B, R, S, V) * (slot[None, None, :, None] < num_slots[..., None, None])
 
         # 5. commit; the session keeps the inputs computed on committed context; slide windows
         c = out.committed.view(B, R)

@@ -108,6 +108,30 @@ def to_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     return logits.float().softmax(-1)
 
 
+def guided_logits(logits: GuidedLogits, positions: torch.Tensor, config: SamplingConfig) -> torch.Tensor:
+    """CFG-combined logits `[B, n, V]` at the predicted `positions [B, n]` (the guidance
+    interval decides, per position, whether the unconditional rows take part)."""
+    x = logits.cond
+    if not config.guided:
+        return x
+    if logits.uncond is None:
+        raise ValueError("guidance_scale != 1 needs unconditional logits; start the session with guided=True")
+    scale = torch.full(positions.shape, config.guidance_scale, dtype=x.dtype, device=x.device)
+    if config.guidance_interval is not None:
+        start, end = config.guidance_interval
+        scale = torch.where((positions >= start) & (positions < end), scale, torch.ones_like(scale))
+    return classifier_free_guidance(logits.uncond, x, scale[..., None])
+
+
+def transform(logits: torch.Tensor, config: SamplingConfig, allowed: torch.Tensor | None = None) -> torch.Tensor:
+    """Mask, temperature, top-k, top-p and softmax of CFG-combined `logits [..., V]`."""
+    x = mask_disallowed(logits, allowed)
+    x = apply_temperature(x, config.temperature)
+    x = top_k_filter(x, config.top_k)
+    x = top_p_filter(x, config.top_p)
+    return to_probs(x, config.temperature)
+
+
 def target_probs(
     logits: GuidedLogits,
     positions: torch.Tensor,
@@ -121,20 +145,7 @@ def target_probs(
         positions: long, the position each logits entry predicts (for the guidance interval).
         allowed: bool `[B, n, V]` allowed-token mask, or None.
     """
-    x = logits.cond
-    if config.guided:
-        if logits.uncond is None:
-            raise ValueError("guidance_scale != 1 needs unconditional logits; start the session with guided=True")
-        scale = torch.full(positions.shape, config.guidance_scale, dtype=x.dtype, device=x.device)
-        if config.guidance_interval is not None:
-            start, end = config.guidance_interval
-            scale = torch.where((positions >= start) & (positions < end), scale, torch.ones_like(scale))
-        x = classifier_free_guidance(logits.uncond, x, scale[..., None])
-    x = mask_disallowed(x, allowed)
-    x = apply_temperature(x, config.temperature)
-    x = top_k_filter(x, config.top_k)
-    x = top_p_filter(x, config.top_p)
-    return to_probs(x, config.temperature)
+    return transform(guided_logits(logits, positions, config), config, allowed)
 
 
 def uniforms(shape, generator: torch.Generator | None, device) -> torch.Tensor:

@@ -21,23 +21,8 @@ from __future__ import annotations
 import torch
 
 from mmspec.decoding.rules import ExactRule
-from mmspec.decoding.sampling import apply_temperature, categorical, mask_disallowed, to_probs, top_k_filter, top_p_filter
+from mmspec.decoding.sampling import SamplingConfig, categorical, transform
 from mmspec.kernels.verify_types import VERIFY_DOC, VerifyOutput
-
-
-def transformed_probs(
-    logits: torch.Tensor,  # [N, S, V] CFG already combined
-    temperature: float,
-    top_k: int,
-    top_p: float,
-    allowed: torch.Tensor | None,  # [N, S, V] bool
-) -> torch.Tensor:  # [N, S, V] float32
-    """The sampling transform of `mmspec.decoding.sampling`, in its order."""
-    x = mask_disallowed(logits, allowed)
-    x = apply_temperature(x, temperature)
-    x = top_k_filter(x, top_k)
-    x = top_p_filter(x, top_p)
-    return to_probs(x, temperature)
 
 
 def verify_reference(
@@ -57,7 +42,7 @@ def verify_reference(
     allowed: torch.Tensor | None = None,  # [N, S, V] bool
 ) -> VerifyOutput:
     if target_logits is not None:
-        target_probs = transformed_probs(target_logits, temperature, top_k, top_p, allowed)
+        target_probs = transform(target_logits, SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p), allowed)
     N, S, V = target_probs.shape
     slot = torch.arange(S, device=target_probs.device)
     has_p = slot[None, :] < num_slots[:, None]  # [N, S]

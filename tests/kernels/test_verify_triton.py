@@ -30,7 +30,8 @@ if not (ON_GPU or INTERPRETED):
 import mmspec.kernels.verify_triton as vt  # noqa: E402
 from mmspec.decoding.rules import ExactRule, GSDRule, LanternRule  # noqa: E402
 from mmspec.kernels.verify import verify  # noqa: E402
-from mmspec.kernels.verify_reference import transformed_probs, verify_reference  # noqa: E402
+from mmspec.decoding.sampling import SamplingConfig, transform  # noqa: E402
+from mmspec.kernels.verify_reference import verify_reference  # noqa: E402
 
 DEVICE = "cpu" if INTERPRETED else "cuda"
 # the interpreter turns loop bounds into ints through a deprecated numpy conversion
@@ -56,7 +57,7 @@ def make_case(seed, N=2, S=3, V=100, top_k=0, dense=True, integer_logits=False):
     drafts[torch.rand(N, S, generator=g) < 0.2] = -1
     return dict(
         logits=logits,
-        target_probs=transformed_probs(logits, 1.0, top_k, 1.0, None),
+        target_probs=transform(logits, SamplingConfig(temperature=1.0, top_k=top_k, top_p=1.0), None),
         draft_probs=q if dense else None,
         draft_tokens=drafts,
         num_slots=torch.randint(1, S + 1, (N,), generator=g),
@@ -167,7 +168,7 @@ def test_cpu_verify_is_the_reference():
     public = verify(*args, target_logits=case["logits"], top_k=9)
     reference = verify_reference(*args, target_logits=case["logits"], top_k=9)
     assert_same(public, reference)
-    assert torch.equal(public.target_probs, transformed_probs(case["logits"], 1.0, 9, 1.0, None))
+    assert torch.equal(public.target_probs, transform(case["logits"], SamplingConfig(temperature=1.0, top_k=9, top_p=1.0), None))
 
 
 def base_args(N=2, S=3, V=5):
