@@ -17,8 +17,15 @@ import torch
 
 from mmspec.decoding.config import DecodingConfig
 from mmspec.models.janus import JanusCondition, JanusImageGenerator
-from mmspec.pipelines.emu3 import as_prompts, check_images_per_prompt, sampling_config, to_signed_pixels
-from mmspec.pipelines.pipeline_utils import TokenImagePipeline, read_json, write_json
+from mmspec.pipelines.pipeline_utils import (
+    TokenImagePipeline,
+    as_prompts,
+    check_images_per_prompt,
+    read_json,
+    sampling_config,
+    to_signed_pixels,
+    write_json,
+)
 
 # Janus-Pro's `generation_inference.py`: cfg_weight 5, temperature 1, no top-k
 DEFAULT_SAMPLING = dict(guidance_scale=5.0)

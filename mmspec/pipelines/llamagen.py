@@ -16,9 +16,15 @@ import torch
 from safetensors.torch import save_file
 
 from mmspec.decoding.config import DecodingConfig
-from mmspec.decoding.sampling import SamplingConfig
 from mmspec.models.llamagen import CaptionCondition, LlamaGenConfig, LlamaGenGPT
-from mmspec.pipelines.pipeline_utils import TokenImagePipeline, read_json, write_json
+from mmspec.pipelines.pipeline_utils import (
+    TokenImagePipeline,
+    as_prompts,
+    check_images_per_prompt,
+    read_json,
+    sampling_config,
+    write_json,
+)
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
 
 T5_MAX_LENGTH = 120  # the original t2i caption length
@@ -135,21 +141,17 @@ class LlamaGenPipeline(TokenImagePipeline):
         else:
             if class_labels is not None:
                 raise ValueError("this LlamaGen is text-conditional: pass prompt, not class_labels")
-            prompts = [prompt] if isinstance(prompt, str) else list(prompt or [])
-            if not prompts or any(not isinstance(p, str) or not p.strip() for p in prompts):
-                raise ValueError("prompt must be a non-empty string or a non-empty list of non-empty strings")
+            as_prompts(prompt)
             if self.text_encoder is None:
                 raise ValueError("this t2i pipeline has no text encoder; build it with from_original(..., t5=...)")
-        if not isinstance(num_images_per_prompt, int) or num_images_per_prompt < 1:
-            raise ValueError(f"num_images_per_prompt must be an integer >= 1, got {num_images_per_prompt!r}")
+        check_images_per_prompt(num_images_per_prompt)
 
     def encode_condition(self, class_labels, prompt, num_images_per_prompt):
         device = self.transformer.output.weight.device
         if self.transformer.config.model_type == "c2i":
             labels = torch.as_tensor(class_labels).reshape(-1).long()
             return labels.repeat_interleave(num_images_per_prompt).to(device)
-        prompts = [prompt] if isinstance(prompt, str) else list(prompt)
-        enc = self.tokenizer(prompts, max_length=self.transformer.config.cls_token_num, padding="max_length",
+        enc = self.tokenizer(as_prompts(prompt), max_length=self.transformer.config.cls_token_num, padding="max_length",
                              truncation=True, return_tensors="pt")
         embeds = self.text_encoder(input_ids=enc.input_ids.to(device), attention_mask=enc.attention_mask.to(device)).last_hidden_state
         embeds, mask = left_pad_captions(embeds.float(), enc.attention_mask.to(device))
@@ -192,9 +194,8 @@ class LlamaGenPipeline(TokenImagePipeline):
                 after every forward.
         """
         # 1. check inputs
-        sampling = SamplingConfig(**{**dict(guidance_scale=4.0, top_k=2000), **self.default_sampling, **{
-            k: v for k, v in dict(guidance_scale=guidance_scale, temperature=temperature, top_k=top_k, top_p=top_p,
-                                  guidance_interval=guidance_interval).items() if v is not None}})
+        sampling = sampling_config({"guidance_scale": 4.0, "top_k": 2000, **self.default_sampling}, guidance_scale=guidance_scale,
+                                   temperature=temperature, top_k=top_k, top_p=top_p, guidance_interval=guidance_interval)
         decoding = self.check_common(sampling.guidance_scale, decoding, output_type, generator)
         self.check_inputs(class_labels, prompt, num_images_per_prompt)
         # 2. encode the condition

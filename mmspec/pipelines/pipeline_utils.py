@@ -36,6 +36,35 @@ def write_json(path: Path, data: dict) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n")
 
 
+def as_prompts(prompt, name: str = "prompt") -> list[str]:
+    """A non-empty list of non-empty strings from a string or a list, else a ValueError."""
+    prompts = [prompt] if isinstance(prompt, str) else list(prompt) if isinstance(prompt, (list, tuple)) else []
+    if not prompts or any(not isinstance(p, str) or not p.strip() for p in prompts):
+        raise ValueError(f"{name} must be a non-empty string or a non-empty list of non-empty strings, got {prompt!r}")
+    return prompts
+
+
+def check_images_per_prompt(num_images_per_prompt) -> None:
+    if isinstance(num_images_per_prompt, bool) or not isinstance(num_images_per_prompt, int) or num_images_per_prompt < 1:
+        raise ValueError(f"num_images_per_prompt must be an integer >= 1, got {num_images_per_prompt!r}")
+
+
+def sampling_config(defaults: dict, **overrides) -> SamplingConfig:
+    """`defaults` updated by the overrides that are not None."""
+    return SamplingConfig(**{**defaults, **{k: v for k, v in overrides.items() if v is not None}})
+
+
+def to_signed_pixels(pixels: torch.Tensor, image_processor) -> torch.Tensor:
+    """VQ decoder output `[B, 3, H, W]`, normalised with the image processor's mean and std
+    (what its `postprocess` undoes), -> floats in [-1, 1]."""
+    x = pixels.float()
+    if image_processor.do_normalize:
+        mean = torch.tensor(image_processor.image_mean, device=x.device).view(1, -1, 1, 1)
+        std = torch.tensor(image_processor.image_std, device=x.device).view(1, -1, 1, 1)
+        x = x * std + mean  # [0, 1]
+    return (x * 2 - 1).clamp(-1, 1)
+
+
 class TokenImagePipeline(DiffusionPipeline):
     """Base of the image pipelines: a TokenModel plus a codec, decoded by `mmspec.decoding`.
 
