@@ -114,6 +114,8 @@ def run_batch(
             if on_item:
                 on_item(item, True)
             continue
+        for stale in (*images.glob(f".{item.id}.png.*.tmp"), *records.glob(f".{item.id}.json.*.tmp")):
+            stale.unlink()  # left by a run killed while writing this item
         s = item_seed(seed, item.id)
         start = time.perf_counter()
         condition = dict(class_labels=[item.class_label]) if item.class_label is not None else dict(prompt=item.prompt)

@@ -1,0 +1,77 @@
+"""Every decoding method on the shipped model: forwards, wall time and quality, side by side.
+
+    PYTHONPATH=. python benchmarks/decoding_methods.py                  # ~25 min on 1 CPU thread
+    PYTHONPATH=. python benchmarks/decoding_methods.py --per-class 2    # a quick look
+
+Each method decodes the same (class, seed) list, one image per call (batch 1: the latency
+a user sees), with torch on one CPU thread. Reports per method: forward passes per image,
+how many times fewer than AR, wall time and its ratio to AR, class accuracy (shipped
+classifier) and feature-FID against the same number of held-out real images. Writes
+`benchmarks/results/decoding_methods.{md,json,png}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from mmspec.assets import DEFAULT_ASSETS, load_classifier
+from mmspec.bench import environment, report, run_methods
+from mmspec.datasets.shapes import load_split
+from mmspec.metrics.quality import evaluate_images
+from mmspec.pipelines.llamagen import LlamaGenPipeline
+
+METHODS = [
+    "ar", "sjd", "mc-sjd", "sjd+lantern", "mc-sjd+lantern", "sjd+gsd", "mc-sjd+gsd",
+    "zipar", "zipar+sjd", "zipar+mc-sjd", "zipar+mc-sjd+gsd",
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--per-class", type=int, default=10, help="images per class (default 10)")
+    parser.add_argument("--methods", nargs="*", default=METHODS, help="decoding names (default: all below)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    parser.add_argument("--out", default="benchmarks/results", help="output folder")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    pipe = LlamaGenPipeline.from_pretrained(DEFAULT_ASSETS)
+    pipe.set_progress_bar_config(disable=True)
+    classifier = load_classifier()
+    n_classes = len(pipe.class_names)
+    labels = torch.arange(n_classes).repeat_interleave(args.per_class)
+    conditions = [{"class_labels": [int(c)]} for c in labels]
+    real, _ = load_split("heldout", len(labels))
+
+    bar = tqdm(total=len(args.methods) * len(conditions), desc="benchmark", unit="img")
+    results = []
+    for method in args.methods:
+        results += run_methods(pipe, conditions, [method], seed=args.seed,
+                               on_progress=lambda name, done, total: bar.update(1))
+        results[-1].quality = evaluate_images(results[-1].images, labels, real, classifier)
+        bar.set_postfix(method=method, acc=f"{results[-1].quality['class_accuracy']:.2f}")
+    bar.close()
+    meta = {
+        "description": (
+            f"Shipped model (assets/default), {args.per_class} images x {n_classes} classes per method, batch 1, "
+            f"default sampling {pipe.default_sampling}, window 16, ZipAR window 8, LANTERN k=1000 delta=0.1, "
+            f"GSD (7, 0.15, 0.5). Forwards include the prefill; wall time is total decoding + VQ decoding time."
+        ),
+        "seed": args.seed,
+        "per_class": args.per_class,
+        "date": time.strftime("%Y-%m-%d"),
+        **environment(),
+    }
+    md, js, png = report(results, Path(args.out), "decoding_methods", meta)
+    print(md.read_text())
+    print(f"wrote {md}, {js}, {png}")
+
+
+if __name__ == "__main__":
+    main()
