@@ -12,20 +12,17 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
 from mmspec.decoding.config import DecodingConfig
 from mmspec.models.emu3 import Emu3Condition, Emu3ImageGenerator
 from mmspec.pipelines.pipeline_utils import (
-    TokenImagePipeline,
+    TransformersImagePipeline,
     as_prompts,
     check_images_per_prompt,
-    read_json,
     sampling_config,
     to_signed_pixels,
-    write_json,
 )
 
 # Emu3's recipe (BAAI/Emu3 `image_generation.py`): CFG 3 against this negative prompt, top-k 2048
@@ -36,54 +33,15 @@ NEGATIVE_PROMPT = (
 DEFAULT_SAMPLING = dict(guidance_scale=3.0, top_k=2048)
 
 
-class Emu3Pipeline(TokenImagePipeline):
+class Emu3Pipeline(TransformersImagePipeline):
     """Emu3-Gen (`model`, an `Emu3ForConditionalGeneration` with its VQ) and its `Emu3Processor`.
 
     Saved as transformers saves each component (`model/`, `processor/`) plus a
     `model_index.json` naming the pipeline class.
     """
 
-    model_cpu_offload_seq = "model"
-
-    def __init__(self, model, processor):
-        super().__init__()
-        self.register_modules(model=model, processor=processor)
-
-    # --- loading and saving --------------------------------------------------------------
-
-    @classmethod
-    def from_transformers(cls, name_or_path: str | Path, **model_kwargs) -> "Emu3Pipeline":
-        """Builds the pipeline from a transformers Emu3 checkpoint ("BAAI/Emu3-Gen-hf" or its
-        local copy); `model_kwargs` go to `Emu3ForConditionalGeneration.from_pretrained`."""
-        from transformers import Emu3ForConditionalGeneration, Emu3Processor
-
-        model = Emu3ForConditionalGeneration.from_pretrained(name_or_path, **model_kwargs).eval()
-        return cls(model, Emu3Processor.from_pretrained(name_or_path))
-
-    @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path: str | Path, **model_kwargs) -> "Emu3Pipeline":
-        """Loads a directory written by `save_pretrained`; `model_kwargs` (`dtype=...`) go to
-        the model's `from_pretrained`."""
-        from transformers import Emu3ForConditionalGeneration, Emu3Processor
-
-        root = Path(pretrained_model_name_or_path)
-        if not root.is_dir():
-            raise ValueError(f"{root} is not a directory holding a saved pipeline")
-        index = read_json(root / "model_index.json", "pipeline")
-        if index.get("_class_name") != cls.__name__:
-            raise ValueError(f"{root} holds a {index.get('_class_name')!r} pipeline, not a {cls.__name__}")
-        model = Emu3ForConditionalGeneration.from_pretrained(root / "model", **model_kwargs).eval()
-        return cls(model, Emu3Processor.from_pretrained(root / "processor"))
-
-    def save_pretrained(self, save_directory: str | Path, **kwargs) -> None:
-        root = Path(save_directory)
-        self.model.save_pretrained(root / "model")
-        self.processor.save_pretrained(root / "processor")
-        write_json(root / "model_index.json", {
-            "_class_name": type(self).__name__,
-            "model": ["transformers", "Emu3ForConditionalGeneration"],
-            "processor": ["transformers", "Emu3Processor"],
-        })
+    model_class_name = "Emu3ForConditionalGeneration"
+    processor_class_name = "Emu3Processor"
 
     # --- the call ----------------------------------------------------------------------
 

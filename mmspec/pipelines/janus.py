@@ -11,75 +11,32 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
 from mmspec.decoding.config import DecodingConfig
 from mmspec.models.janus import JanusCondition, JanusImageGenerator
 from mmspec.pipelines.pipeline_utils import (
-    TokenImagePipeline,
+    TransformersImagePipeline,
     as_prompts,
     check_images_per_prompt,
-    read_json,
     sampling_config,
     to_signed_pixels,
-    write_json,
 )
 
 # Janus-Pro's `generation_inference.py`: cfg_weight 5, temperature 1, no top-k
 DEFAULT_SAMPLING = dict(guidance_scale=5.0)
 
 
-class JanusPipeline(TokenImagePipeline):
+class JanusPipeline(TransformersImagePipeline):
     """Janus-Pro (`model`, a `JanusForConditionalGeneration` with its VQ) and its `JanusProcessor`.
 
     Saved as transformers saves each component (`model/`, `processor/`) plus a
     `model_index.json` naming the pipeline class.
     """
 
-    model_cpu_offload_seq = "model"
-
-    def __init__(self, model, processor):
-        super().__init__()
-        self.register_modules(model=model, processor=processor)
-
-    # --- loading and saving --------------------------------------------------------------
-
-    @classmethod
-    def from_transformers(cls, name_or_path: str | Path, **model_kwargs) -> "JanusPipeline":
-        """Builds the pipeline from a transformers Janus checkpoint
-        ("deepseek-community/Janus-Pro-7B" or its local copy); `model_kwargs` go to
-        `JanusForConditionalGeneration.from_pretrained`."""
-        from transformers import JanusForConditionalGeneration, JanusProcessor
-
-        model = JanusForConditionalGeneration.from_pretrained(name_or_path, **model_kwargs).eval()
-        return cls(model, JanusProcessor.from_pretrained(name_or_path))
-
-    @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path: str | Path, **model_kwargs) -> "JanusPipeline":
-        """Loads a directory written by `save_pretrained`; `model_kwargs` (`dtype=...`) go to
-        the model's `from_pretrained`."""
-        from transformers import JanusForConditionalGeneration, JanusProcessor
-
-        root = Path(pretrained_model_name_or_path)
-        if not root.is_dir():
-            raise ValueError(f"{root} is not a directory holding a saved pipeline")
-        index = read_json(root / "model_index.json", "pipeline")
-        if index.get("_class_name") != cls.__name__:
-            raise ValueError(f"{root} holds a {index.get('_class_name')!r} pipeline, not a {cls.__name__}")
-        model = JanusForConditionalGeneration.from_pretrained(root / "model", **model_kwargs).eval()
-        return cls(model, JanusProcessor.from_pretrained(root / "processor"))
-
-    def save_pretrained(self, save_directory: str | Path, **kwargs) -> None:
-        root = Path(save_directory)
-        self.model.save_pretrained(root / "model")
-        self.processor.save_pretrained(root / "processor")
-        write_json(root / "model_index.json", {
-            "_class_name": type(self).__name__,
-            "model": ["transformers", "JanusForConditionalGeneration"],
-            "processor": ["transformers", "JanusProcessor"],
-        })
+    model_class_name = "JanusForConditionalGeneration"
+    processor_class_name = "JanusProcessor"
 
     # --- the call ----------------------------------------------------------------------
 

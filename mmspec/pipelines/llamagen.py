@@ -21,6 +21,7 @@ from mmspec.pipelines.pipeline_utils import (
     TokenImagePipeline,
     as_prompts,
     check_images_per_prompt,
+    read_index,
     read_json,
     sampling_config,
     write_json,
@@ -64,12 +65,7 @@ class LlamaGenPipeline(TokenImagePipeline):
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: str | Path, **kwargs) -> "LlamaGenPipeline":
         """Loads a directory written by `save_pretrained` (the shipped model: "assets/default")."""
-        root = Path(pretrained_model_name_or_path)
-        if not root.is_dir():
-            raise ValueError(f"{root} is not a directory holding a saved pipeline")
-        index = read_json(root / "model_index.json", "pipeline")
-        if index.get("_class_name") != cls.__name__:
-            raise ValueError(f"{root} holds a {index.get('_class_name')!r} pipeline, not a {cls.__name__}")
+        root, index = read_index(pretrained_model_name_or_path, cls)
         gpt_config = LlamaGenConfig.from_dict(read_json(root / "transformer" / "config.json", "LlamaGen GPT"))
         vq_config = VQConfig.from_dict(read_json(root / "vqvae" / "config.json", "LlamaGen VQ"))
         transformer = LlamaGenGPT.from_checkpoint(root / "transformer" / "model.safetensors", gpt_config)

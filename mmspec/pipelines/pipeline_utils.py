@@ -31,6 +31,17 @@ def read_json(path: Path, what: str) -> dict:
         raise ValueError(f"{path} is not valid JSON ({err})") from None
 
 
+def read_index(root: str | Path, cls: type) -> tuple[Path, dict]:
+    """The saved pipeline folder and its `model_index.json`, checked to name `cls`."""
+    root = Path(root)
+    if not root.is_dir():
+        raise ValueError(f"{root} is not a directory holding a saved pipeline")
+    index = read_json(root / "model_index.json", "pipeline")
+    if index.get("_class_name") != cls.__name__:
+        raise ValueError(f"{root} holds a {index.get('_class_name')!r} pipeline, not a {cls.__name__}")
+    return root, index
+
+
 def write_json(path: Path, data: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2) + "\n")
@@ -119,3 +130,47 @@ class TokenImagePipeline(DiffusionPipeline):
         if not return_dict:
             return out, per_image
         return ImagePipelineOutput(images=out, stats=per_image, tokens=tokens)
+
+
+class TransformersImagePipeline(TokenImagePipeline):
+    """A pipeline over a transformers model and its processor (Emu3, Janus), saved as
+    transformers saves each (`model/`, `processor/`) plus a `model_index.json`.
+    Subclasses name the two transformers classes."""
+
+    model_class_name: str
+    processor_class_name: str
+    model_cpu_offload_seq = "model"
+
+    def __init__(self, model, processor):
+        super().__init__()
+        self.register_modules(model=model, processor=processor)
+
+    @classmethod
+    def _classes(cls):
+        import transformers
+
+        return getattr(transformers, cls.model_class_name), getattr(transformers, cls.processor_class_name)
+
+    @classmethod
+    def from_transformers(cls, name_or_path: str | Path, **model_kwargs):
+        """Builds the pipeline from a transformers checkpoint (a hub name or its local copy);
+        `model_kwargs` (`dtype=...`) go to the model's `from_pretrained`."""
+        model_cls, processor_cls = cls._classes()
+        return cls(model_cls.from_pretrained(name_or_path, **model_kwargs).eval(), processor_cls.from_pretrained(name_or_path))
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: str | Path, **model_kwargs):
+        """Loads a directory written by `save_pretrained`."""
+        root, _ = read_index(pretrained_model_name_or_path, cls)
+        model_cls, processor_cls = cls._classes()
+        return cls(model_cls.from_pretrained(root / "model", **model_kwargs).eval(), processor_cls.from_pretrained(root / "processor"))
+
+    def save_pretrained(self, save_directory: str | Path, **kwargs) -> None:
+        root = Path(save_directory)
+        self.model.save_pretrained(root / "model")
+        self.processor.save_pretrained(root / "processor")
+        write_json(root / "model_index.json", {
+            "_class_name": type(self).__name__,
+            "model": ["transformers", self.model_class_name],
+            "processor": ["transformers", self.processor_class_name],
+        })
