@@ -29,7 +29,7 @@ def test_distributions_are_those_ar_sampled_from(tiny):
     """Teacher forcing reproduces the sampler's p: greedy AR tokens are each p's arg-max."""
     model, labels = tiny
     sampling = SamplingConfig(guidance_scale=3.0, temperature=0)
-    tokens, _ = generate(model, labels, sampling=sampling)
+    tokens, _ = generate(model, labels, decoding="ar", sampling=sampling)
     p = target_distributions(model, labels, tokens, sampling)
     assert torch.equal(p.argmax(-1), tokens)
 
@@ -37,7 +37,7 @@ def test_distributions_are_those_ar_sampled_from(tiny):
 def test_entropy_is_bounded_by_the_vocabulary(tiny):
     model, labels = tiny
     sampling = SamplingConfig(guidance_scale=2.0, top_k=8)
-    tokens, _ = generate(model, labels, sampling=sampling, generator=torch.Generator().manual_seed(1))
+    tokens, _ = generate(model, labels, decoding="ar", sampling=sampling, generator=torch.Generator().manual_seed(1))
     stats = token_statistics(model, labels, tokens, sampling, batch_size=2)
     assert 0 < stats["entropy_nats"] <= math.log(8) + 1e-6
     assert stats["entropy_bits"] == pytest.approx(stats["entropy_nats"] / math.log(2))
