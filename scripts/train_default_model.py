@@ -1,0 +1,317 @@
+"""Trains the embedded default model on 2 CPU cores and exports it to assets/default/.
+
+One command, reproducible from a seed, in four stages that each checkpoint to the work
+directory and resume from there when the command is rerun:
+
+1. `vq`: a LlamaGen VQ tokenizer (64x64 -> 16x16 codes) on Shapes images, with
+   L1 + L2 reconstruction, codebook and commitment losses (no perceptual or GAN loss:
+   their networks cannot be downloaded). Codes unused for `DEAD_CODE_EVERY` steps are
+   re-initialised from random encoder outputs of the current batch (dead-code restart).
+2. `tokens`: encodes the GPT's training images once with the trained VQ.
+3. `gpt`, `gpt_cycle2`: a class-conditional LlamaGen GPT on those codes, in cosine
+   cycles with a warm restart (`GPT_CYCLES`); labels are replaced by the null class with
+   probability `class_dropout_prob`, for classifier-free guidance.
+4. `vq_decoder`: more training of the VQ decoder alone, encoder and codebook frozen, so
+   the codes (and the GPT trained on them) stay valid while reconstructions sharpen.
+5. `classifier`: the judge of `mmspec.metrics`, with blur, noise, colour and shift
+   augmentation, so that it judges shapes rather than pixel fidelity.
+
+Then `export` writes the GPT and VQ as a saved `LlamaGenPipeline` (safetensors + JSON
+config per component) and the classifier beside them, to `--assets`.
+
+    PYTHONPATH=. python scripts/train_default_model.py            # or rerun to resume
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+from tqdm import tqdm
+
+from mmspec.datasets.shapes import CLASS_NAMES, IMAGE_SIZE, NUM_CLASSES, load_split
+from mmspec.metrics.classifier import ClassifierConfig, ShapesClassifier, random_blur
+from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
+from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
+
+VQ_CONFIG = VQConfig(
+    codebook_size=512,
+    codebook_embed_dim=8,
+    encoder_ch_mult=[1, 2, 2],  # two downsamplings: 64x64 -> 16x16 = 256 tokens
+    decoder_ch_mult=[1, 2, 2],
+    z_channels=64,
+    base_channels=32,
+    num_res_blocks=1,
+)
+GPT_CONFIG = LlamaGenConfig(
+    dim=128, n_layer=6, n_head=4, multiple_of=64,
+    num_classes=NUM_CLASSES, class_dropout_prob=0.1, vocab_size=512, block_size=256,
+)
+CLASSIFIER_CONFIG = ClassifierConfig(num_classes=NUM_CLASSES)
+
+VQ_IMAGES, VQ_STEPS, VQ_BATCH, VQ_LR = 10_000, 600, 16, 1e-3
+DEAD_CODE_EVERY = 50  # steps between dead-code restarts
+DEC_STEPS, DEC_LR = 600, 1e-3
+GPT_IMAGES, GPT_BATCH = 15_000, 32
+GPT_CYCLES = [(1200, 1e-3), (800, 5e-4)]  # (steps, peak learning rate) per cosine cycle
+CLF_IMAGES, CLF_STEPS, CLF_BATCH, CLF_LR = 10_000, 500, 64, 2e-3
+SAVE_EVERY_S = 120  # seconds between checkpoints
+
+
+def lr_at(step: int, total: int, peak: float, warmup: int) -> float:
+    """Linear warm-up, then cosine decay to a tenth of the peak."""
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    progress = (step - warmup) / max(total - warmup, 1)
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+class Stage:
+    """A resumable training loop: model, optimizer, data generator and step counter saved
+    together to `work/<name>.pt` every `SAVE_EVERY_S` seconds and at the end."""
+
+    def __init__(self, name: str, work: Path, model: torch.nn.Module, lr: float, seed: int, weight_decay: float):
+        self.path = work / f"{name}.pt"
+        self.name, self.model = name, model
+        decay = [p for p in model.parameters() if p.dim() >= 2]
+        no_decay = [p for p in model.parameters() if p.dim() < 2]
+        self.opt = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=lr, betas=(0.9, 0.95),
+        )
+        self.generator = torch.Generator().manual_seed(seed)
+        self.step = 0
+        self.extra: dict[str, torch.Tensor] = {}
+        if self.path.exists():
+            ckpt = torch.load(self.path, weights_only=True)
+            model.load_state_dict(ckpt["model"])
+            self.opt.load_state_dict(ckpt["opt"])
+            self.generator.set_state(ckpt["generator"])
+            self.step, self.extra = int(ckpt["step"]), ckpt["extra"]
+            print(f"[{name}] resumed from {self.path} at step {self.step}")
+        self._saved_at = time.monotonic()
+
+    def save(self, force: bool = False) -> None:
+        if force or time.monotonic() - self._saved_at > SAVE_EVERY_S:
+            tmp = self.path.with_suffix(".tmp")
+            torch.save({"model": self.model.state_dict(), "opt": self.opt.state_dict(), "generator": self.generator.get_state(),
+                        "step": self.step, "extra": self.extra}, tmp)
+            tmp.replace(self.path)
+            self._saved_at = time.monotonic()
+
+    def run(self, total: int, peak_lr: float, warmup: int, step_fn) -> None:
+        """Calls `step_fn() -> dict of floats` (the loss, logged) until `total` steps."""
+        self.model.train()
+        with tqdm(total=total, initial=self.step, desc=self.name, unit="step") as bar:
+            while self.step < total:
+                for group in self.opt.param_groups:
+                    group["lr"] = lr_at(self.step, total, peak_lr, warmup)
+                logs = step_fn()
+                self.step += 1
+                bar.update(1)
+                bar.set_postfix({k: f"{v:.4g}" for k, v in logs.items()})
+                self.save(force=self.step == total)
+        self.model.eval()
+
+
+def train_vq(work: Path, seed: int) -> LlamaGenVQ:
+    torch.manual_seed(seed)
+    vq = LlamaGenVQ(VQ_CONFIG)
+    stage = Stage("vq", work, vq, VQ_LR, seed, weight_decay=0.0)
+    if stage.step >= VQ_STEPS:
+        return vq.eval()
+    images, _ = load_split("train", VQ_IMAGES)
+    V = VQ_CONFIG.codebook_size
+    usage = stage.extra.setdefault("usage", torch.zeros(V))  # uses since the last restart
+
+    def step():
+        x = images[torch.randint(len(images), (VQ_BATCH,), generator=stage.generator)]
+        z = F.normalize(vq.latent(x), dim=1)  # l2-normalised, as LlamaGen's quantiser
+        codes, z_q = vq.quantize_latent(z)
+        recon = vq.decode_latent(z + (z_q - z).detach())  # straight-through estimator
+        rec = (recon - x).abs().mean() + (recon - x).pow(2).mean()
+        codebook_loss = (z_q - z.detach()).pow(2).mean()
+        commit = VQ_CONFIG.commit_loss_beta * (z_q.detach() - z).pow(2).mean()
+        loss = rec + codebook_loss + commit
+        stage.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        stage.opt.step()
+        usage.add_(torch.bincount(codes.flatten(), minlength=V).float())
+        used = int((usage > 0).sum())
+        if (stage.step + 1) % DEAD_CODE_EVERY == 0:
+            restart_dead_codes(vq, usage, z.detach(), stage.generator)
+        return {"rec": rec.item(), "commit": commit.item(), "used": used}
+
+    stage.run(VQ_STEPS, VQ_LR, warmup=50, step_fn=step)
+    return vq
+
+
+@torch.no_grad()
+def restart_dead_codes(vq: LlamaGenVQ, usage: torch.Tensor, z: torch.Tensor, generator: torch.Generator) -> None:
+    """Moves codes unused since the last restart onto random encoder outputs `z [B, E, h, w]`
+    of the current batch, then clears the usage counts."""
+    dead = torch.nonzero(usage == 0)[:, 0]
+    if len(dead):
+        vectors = z.permute(0, 2, 3, 1).reshape(-1, z.shape[1])
+        pick = torch.randint(len(vectors), (len(dead),), generator=generator)
+        vq.quantize.embedding.weight[dead] = vectors[pick]
+    usage.zero_()
+
+
+def finetune_vq_decoder(work: Path, seed: int, vq: LlamaGenVQ) -> LlamaGenVQ:
+    """Trains `post_quant_conv` and the decoder on the frozen encoder's codes."""
+    for module in (vq.encoder, vq.quant_conv, vq.quantize):
+        module.requires_grad_(False)
+    stage = Stage("vq_decoder", work, vq, DEC_LR, seed + 3, weight_decay=0.0)
+    if stage.step >= DEC_STEPS:
+        return vq.eval()
+    images, _ = load_split("train", VQ_IMAGES)
+
+    def step():
+        x = images[torch.randint(len(images), (VQ_BATCH,), generator=stage.generator)]
+        with torch.no_grad():
+            _, z_q = vq.quantize_latent(vq.latent(x))
+        recon = vq.decode_latent(z_q)
+        loss = (recon - x).abs().mean() + (recon - x).pow(2).mean()
+        stage.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        stage.opt.step()
+        return {"rec": loss.item()}
+
+    stage.run(DEC_STEPS, DEC_LR, warmup=20, step_fn=step)
+    return vq
+
+
+@torch.no_grad()
+def encode_tokens(work: Path, vq: LlamaGenVQ) -> tuple[torch.Tensor, torch.Tensor]:
+    path = work / "tokens.pt"
+    if path.exists():
+        saved = torch.load(path, weights_only=True)
+        return saved["tokens"], saved["labels"]
+    tokens, labels = [], []
+    chunk = 1000
+    for start in tqdm(range(0, GPT_IMAGES, chunk), desc="tokens", unit="kimg"):
+        images, y = load_split("train", min(chunk, GPT_IMAGES - start), start=start)
+        tokens += [vq.encode(b) for b in images.split(100)]
+        labels.append(y)
+    tokens, labels = torch.cat(tokens), torch.cat(labels)
+    torch.save({"tokens": tokens, "labels": labels}, path)
+    return tokens, labels
+
+
+def train_gpt(work: Path, seed: int, tokens: torch.Tensor, labels: torch.Tensor) -> LlamaGenGPT:
+    """Cosine cycles with warm restarts (`GPT_CYCLES`), each a stage of its own."""
+    torch.manual_seed(seed + 1)
+    gpt = LlamaGenGPT(GPT_CONFIG)
+    for cycle, (steps, peak_lr) in enumerate(GPT_CYCLES):
+        name = "gpt" if cycle == 0 else f"gpt_cycle{cycle + 1}"
+        stage = Stage(name, work, gpt, peak_lr, seed + 1 + 10 * cycle, weight_decay=0.05)
+        if stage.step < steps:
+            stage.run(steps, peak_lr, warmup=100, step_fn=lambda: gpt_step(gpt, stage, tokens, labels))
+    return gpt.eval()
+
+
+def gpt_step(gpt: LlamaGenGPT, stage: Stage, tokens: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
+    idx = torch.randint(len(tokens), (GPT_BATCH,), generator=stage.generator)
+    x, y = tokens[idx], labels[idx]
+    # label dropout: the null class row learns the unconditional model for CFG
+    drop = torch.rand(GPT_BATCH, generator=stage.generator) < GPT_CONFIG.class_dropout_prob
+    y = torch.where(drop, torch.full_like(y, GPT_CONFIG.num_classes), y)
+    logits = gpt(x, y)  # [B, T, V]
+    loss = F.cross_entropy(logits.flatten(0, 1), x.flatten())
+    stage.opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(gpt.parameters(), 1.0)
+    stage.opt.step()
+    return {"loss": loss.item()}
+
+
+def augment(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Class-preserving corruptions of `x [B, 3, H, W]`: a shift of up to 4 pixels
+    (reflection-padded), per-channel colour gain and offset, blur and pixel noise."""
+    B, _, H, W = x.shape
+    padded = F.pad(x, (4, 4, 4, 4), mode="reflect")
+    dx, dy = torch.randint(9, (2, B), generator=generator).tolist()
+    x = torch.stack([padded[i, :, dy[i] : dy[i] + H, dx[i] : dx[i] + W] for i in range(B)])
+    gain = 1 + 0.2 * (2 * torch.rand(B, 3, 1, 1, generator=generator) - 1)
+    offset = 0.15 * (2 * torch.rand(B, 3, 1, 1, generator=generator) - 1)
+    x = random_blur(x * gain + offset, 2.0, generator)
+    sigma = torch.rand(B, 1, 1, 1, generator=generator) * 0.1
+    return (x + sigma * torch.randn(x.shape, generator=generator)).clamp(-1, 1)
+
+
+def train_classifier(work: Path, seed: int) -> ShapesClassifier:
+    torch.manual_seed(seed + 2)
+    clf = ShapesClassifier(CLASSIFIER_CONFIG)
+    stage = Stage("classifier", work, clf, CLF_LR, seed + 2, weight_decay=0.01)
+    if stage.step >= CLF_STEPS:
+        return clf.eval()
+    images, labels = load_split("train", CLF_IMAGES)
+
+    def step():
+        idx = torch.randint(len(images), (CLF_BATCH,), generator=stage.generator)
+        x, y = images[idx], labels[idx]
+        x = augment(x, stage.generator)
+        loss = F.cross_entropy(clf(x), y)
+        stage.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        stage.opt.step()
+        return {"loss": loss.item()}
+
+    stage.run(CLF_STEPS, CLF_LR, warmup=20, step_fn=step)
+    return clf
+
+
+def export(assets: Path, vq: LlamaGenVQ, gpt: LlamaGenGPT, clf: ShapesClassifier, sampling: dict, seed: int) -> None:
+    """Saves the GPT and VQ as a `LlamaGenPipeline` (`transformer/`, `vqvae/`: safetensors +
+    JSON config each, and `model_index.json`), then the classifier beside them."""
+    from mmspec.pipelines.llamagen import LlamaGenPipeline
+
+    LlamaGenPipeline(gpt, vq, class_names=list(CLASS_NAMES), default_sampling=sampling).save_pretrained(assets)
+    folder = assets / "classifier"
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.detach().contiguous() for k, v in clf.state_dict().items()}, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps(CLASSIFIER_CONFIG.to_dict(), indent=2) + "\n")
+    index_path = assets / "model_index.json"
+    index = json.loads(index_path.read_text())
+    index.update({
+        "classifier": ["mmspec.metrics.classifier", "ShapesClassifier"],
+        "image_size": IMAGE_SIZE,
+        "training": {"script": "scripts/train_default_model.py", "seed": seed, "dataset": "mmspec.datasets.shapes"},
+    })
+    index_path.write_text(json.dumps(index, indent=2) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work", default="outputs/train", help="checkpoints (default outputs/train)")
+    parser.add_argument("--assets", default="assets/default", help="export folder (default assets/default)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
+    parser.add_argument("--guidance-scale", type=float, default=2.0, help="default CFG scale written to model_index.json (default 2.0)")
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--top-k", type=int, default=0)
+    parser.add_argument("--top-p", type=float, default=1.0)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    vq = train_vq(work, args.seed)
+    tokens, labels = encode_tokens(work, vq)
+    gpt = train_gpt(work, args.seed, tokens, labels)
+    vq = finetune_vq_decoder(work, args.seed, vq)
+    clf = train_classifier(work, args.seed)
+    sampling = {"guidance_scale": args.guidance_scale, "temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p}
+    export(Path(args.assets), vq, gpt, clf, sampling, args.seed)
+    print(f"exported to {args.assets} after {time.perf_counter() - started:.0f} s in this run")
+
+
+if __name__ == "__main__":
+    main()
