@@ -61,8 +61,8 @@ def run_methods(
             images.append(out.images * 2 - 1)
             forwards += [s.forward_passes for s in out.stats]
             if on_progress:
-                on_progress(config.name, min(i + batch_size, len(conditions)), len(conditions))
-        results.append(MethodResult(config.name, config.exact, torch.cat(images), forwards, time.perf_counter() - start))
+                on_progress(config.describe(), min(i + batch_size, len(conditions)), len(conditions))
+        results.append(MethodResult(config.describe(), config.exact, torch.cat(images), forwards, time.perf_counter() - start))
     return results
 
 
@@ -113,9 +113,9 @@ def report(results: list[MethodResult], out_dir: str | Path, name: str, meta: di
     return md, js, png
 
 
-def speedup_plot(rows: list[dict], width: int = 720, bar_h: int = 26) -> Image.Image:
+def speedup_plot(rows: list[dict], width: int = 900, bar_h: int = 22) -> Image.Image:
     """Horizontal bars: forward-pass and wall-time speed-up over AR per method."""
-    pad, label_w = 12, 190
+    pad, label_w = 12, 290
     height = pad * 3 + 20 + len(rows) * (2 * bar_h + 8)
     img = Image.new("RGB", (width, height), "white")
     draw = ImageDraw.Draw(img)

@@ -76,6 +76,21 @@ class DecodingConfig:
             parts.append(self.rule.name)
         return "+".join(parts)
 
+    def describe(self) -> str:
+        """The name plus every parameter that differs from its default, for tables."""
+        params = []
+        for field_name, default in (("window", 16), ("init", "random")):
+            if self.method != "ar" and getattr(self, field_name) != default:
+                params.append(f"{field_name}={getattr(self, field_name)}")
+        if self.zipar_window not in (None, 8):
+            params.append(f"zipar_window={self.zipar_window}")
+        defaults = {"lantern": LanternRule(), "gsd": GSDRule()}.get(self.rule.name)
+        if defaults is not None:
+            for f in ("k", "delta", "lam", "rank_window", "prob_gap", "embed_dist"):
+                if hasattr(self.rule, f) and getattr(self.rule, f) != getattr(defaults, f):
+                    params.append(f"{f}={getattr(self.rule, f)}")
+        return self.name + (f" ({', '.join(params)})" if params else "")
+
     @property
     def exact(self) -> bool:
         """Whether the output distribution is the model's (ZipAR drops context, so never)."""
