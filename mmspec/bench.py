@@ -121,9 +121,13 @@ def speedup_plot(rows: list[dict], width: int = 900, bar_h: int = 22) -> Image.I
     draw = ImageDraw.Draw(img)
     top = max(max(r["fewer_forwards_vs_ar"], r["faster_vs_ar"]) for r in rows)
     scale = (width - label_w - 3 * pad - 40) / max(top, 1.0)
-    draw.text((pad, pad), "speed-up over AR   ■ forward passes   ■ wall time (CPU, 1 thread)", fill="black")
-    draw.rectangle([pad + 118, pad + 2, pad + 126, pad + 10], fill=(59, 82, 139))
-    draw.rectangle([pad + 232, pad + 2, pad + 240, pad + 10], fill=(94, 201, 98))
+    x = pad
+    for text, colour in (("speed-up over AR:", None), ("forward passes", (59, 82, 139)), ("wall time (CPU)", (94, 201, 98))):
+        if colour:
+            draw.rectangle([x, pad + 1, x + 10, pad + 11], fill=colour)
+            x += 14
+        draw.text((x, pad), text, fill="black")
+        x += int(draw.textlength(text)) + 16
     y = pad * 2 + 20
     x0 = label_w + pad
     for r in rows:
