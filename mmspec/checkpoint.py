@@ -12,6 +12,7 @@ import argparse
 import os
 import pickle
 from collections.abc import Iterable, Mapping
+from dataclasses import asdict, fields
 
 import torch
 from torch import nn
@@ -134,3 +135,21 @@ def load_into(
 def _short(items: list[str], limit: int = 5) -> str:
     more = f" (+{len(items) - limit} more)" if len(items) > limit else ""
     return ", ".join(items[:limit]) + more
+
+
+class JSONConfig:
+    """`from_dict` / `to_dict` for the dataclass configs saved as JSON beside the weights.
+    Subclasses are dataclasses and set `config_name` for error messages."""
+
+    config_name = "config"
+
+    @classmethod
+    def from_dict(cls, values: dict):
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown {cls.config_name} fields {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(**values)
+
+    def to_dict(self) -> dict:
+        return asdict(self)

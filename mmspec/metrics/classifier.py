@@ -16,33 +16,24 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mmspec.checkpoint import load_into, read_state_dict
+from mmspec.checkpoint import JSONConfig, load_into, read_state_dict
 
 
 @dataclass
-class ClassifierConfig:
+class ClassifierConfig(JSONConfig):
     """Widths of the four stages (each halves the resolution) and the class count."""
+
+    config_name = "classifier config"
 
     num_classes: int = 10
     widths: list[int] = field(default_factory=lambda: [32, 64, 128, 128])
 
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> "ClassifierConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown classifier config fields {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        return cls(**values)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def conv_bn(cin: int, cout: int, stride: int) -> list[nn.Module]:

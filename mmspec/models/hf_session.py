@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from mmspec.decoding.contracts import GuidedLogits
-from mmspec.models.kv_cache import StaticKVCache
+from mmspec.models.kv_cache import CachedSession, StaticKVCache
 
 ATTENTION_KERNELS = ("eager", "sdpa")  # the kernels that take an arbitrary additive mask
 
@@ -89,7 +89,7 @@ def decoder_forward(
     return decoder.norm(h)
 
 
-class DecoderSession:
+class DecoderSession(CachedSession):
     """One decoding call of a transformers decoder: the rows `[cond; uncond]` of
     `batch_size` prompts, each prefilled, then generated tokens in slots after the prompt.
 
@@ -107,37 +107,17 @@ class DecoderSession:
     def __init__(self, decoder: nn.Module, embed: Callable, head: Callable, prompt_embeds: torch.Tensor,
                  prompt_mask: torch.Tensor, *, batch_size: int, guided: bool, slots: int):
         check_decoder(decoder)
-        self.decoder, self.embed, self.head = decoder, embed, head
-        self.batch_size, self.guided = batch_size, guided
         R, P = prompt_mask.shape
         if not bool(prompt_mask[:, -1].all()):
             raise ValueError("every prompt must end in its last column: pad prompts on the left (padding_side='left')")
-        self.prompt_len = P
-        self.cache = allocate_cache(decoder, R, P + slots)
+        super().__init__(allocate_cache(decoder, R, P + slots), P, batch_size=batch_size, guided=guided)
+        self.decoder, self.embed, self.head = decoder, embed, head
         self.first_position = prompt_mask.long().sum(1)  # [R]: position id of generated position 0
         positions = (prompt_mask.long().cumsum(1) - 1).clamp(min=0)  # padding's position ids are never seen
         prompt_slots = torch.arange(P, device=prompt_mask.device).expand(R, P)
         hidden = decoder_forward(decoder, prompt_embeds, positions, self.cache, prompt_slots, key_valid=prompt_mask)
         self.cache.commit(prompt_slots, prompt_mask)
-        self._prefill = self._split(head(hidden[:, -1:]).float())
-
-    def _split(self, logits: torch.Tensor) -> GuidedLogits:
-        B = self.batch_size
-        return GuidedLogits(logits[:B], logits[B:]) if self.guided else GuidedLogits(logits)
-
-    def _rows(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cat([x, x]) if self.guided else x
-
-    def _slots(self, positions: torch.Tensor) -> torch.Tensor:
-        if positions.dim() != 2 or positions.shape[0] != self.batch_size:
-            raise ValueError(f"positions must be [{self.batch_size}, n], got {tuple(positions.shape)}")
-        limit = self.cache.slots - self.prompt_len
-        if positions.numel() and (int(positions.min()) < 0 or int(positions.max()) >= limit):
-            raise ValueError(
-                f"positions must lie in [0, {limit}), got [{int(positions.min())}, {int(positions.max())}]; "
-                f"reserve extra_positions at start()"
-            )
-        return self._rows(positions) + self.prompt_len
+        self._prefill = self.split(head(hidden[:, -1:]).float())
 
     def prefill_logits(self) -> GuidedLogits:
         return self._prefill
@@ -146,11 +126,8 @@ class DecoderSession:
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor | None = None) -> GuidedLogits:
         if tokens.shape != positions.shape:
             raise ValueError(f"tokens {tuple(tokens.shape)} and positions {tuple(positions.shape)} differ in shape")
-        slots = self._slots(positions)
-        position_ids = self.first_position[:, None] + self._rows(positions)
-        segs = None if segments is None else self._rows(segments)
-        hidden = decoder_forward(self.decoder, self.embed(self._rows(tokens)), position_ids, self.cache, slots, segs)
-        return self._split(self.head(hidden).float())
-
-    def commit(self, positions: torch.Tensor, mask: torch.Tensor) -> None:
-        self.cache.commit(self._slots(positions), self._rows(mask.bool()))
+        slots = self.slots(positions)
+        position_ids = self.first_position[:, None] + self.rows(positions)
+        segs = None if segments is None else self.rows(segments)
+        hidden = decoder_forward(self.decoder, self.embed(self.rows(tokens)), position_ids, self.cache, slots, segs)
+        return self.split(self.head(hidden).float())

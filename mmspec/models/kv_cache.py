@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import torch
 
+from mmspec.decoding.contracts import GuidedLogits
+
 
 class StaticKVCache:
     """Keys and values of `n_layers` layers for `rows` sequences and `slots` positions.
@@ -84,3 +86,37 @@ class StaticKVCache:
         """Marks `slots [R, n]` committed where `mask [R, n]`."""
         R = slots.shape[0]
         self.committed[:R].scatter_(1, slots, mask | self.committed[:R].gather(1, slots))
+
+
+class CachedSession:
+    """What every TokenSession over a `StaticKVCache` shares: the batch's cache rows
+    `[cond; uncond]` under CFG, and the map from generated positions to cache slots (the
+    condition prefix takes the first `prefix_len` slots)."""
+
+    def __init__(self, cache: StaticKVCache, prefix_len: int, *, batch_size: int, guided: bool):
+        self.cache, self.prefix_len = cache, prefix_len
+        self.batch_size, self.guided = batch_size, guided
+
+    def split(self, logits):
+        """Logits of all rows -> `GuidedLogits(cond, uncond)`."""
+        B = self.batch_size
+        return GuidedLogits(logits[:B], logits[B:]) if self.guided else GuidedLogits(logits)
+
+    def rows(self, x: torch.Tensor) -> torch.Tensor:
+        """A per-sequence tensor repeated for the unconditional rows."""
+        return torch.cat([x, x]) if self.guided else x
+
+    def slots(self, positions: torch.Tensor) -> torch.Tensor:
+        """Cache slots `[rows, n]` of `positions [B, n]`, checked against the cache size."""
+        if positions.dim() != 2 or positions.shape[0] != self.batch_size:
+            raise ValueError(f"positions must be [{self.batch_size}, n], got {tuple(positions.shape)}")
+        limit = self.cache.slots - self.prefix_len
+        if positions.numel() and (int(positions.min()) < 0 or int(positions.max()) >= limit):
+            raise ValueError(
+                f"positions must lie in [0, {limit}), got [{int(positions.min())}, {int(positions.max())}]; "
+                f"reserve extra_positions at start()"
+            )
+        return self.rows(positions) + self.prefix_len
+
+    def commit(self, positions: torch.Tensor, mask: torch.Tensor) -> None:
+        self.cache.commit(self.slots(positions), self.rows(mask.bool()))

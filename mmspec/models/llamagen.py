@@ -25,16 +25,15 @@ Example:
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mmspec.checkpoint import load_into, read_state_dict
+from mmspec.checkpoint import JSONConfig, load_into, read_state_dict
 from mmspec.decoding.contracts import GuidedLogits, TokenLayout
-from mmspec.models.kv_cache import StaticKVCache
+from mmspec.models.kv_cache import CachedSession, StaticKVCache
 
 
 def find_multiple(n: int, k: int) -> int:
@@ -42,12 +41,14 @@ def find_multiple(n: int, k: int) -> int:
 
 
 @dataclass
-class LlamaGenConfig:
+class LlamaGenConfig(JSONConfig):
     """The original `ModelArgs`, same field names and defaults.
 
     Training-only fields (dropouts, `initializer_range`, `max_seq_len`) are accepted so
     that original configs load unchanged.
     """
+
+    config_name = "LlamaGen config"
 
     dim: int = 4096
     n_layer: int = 32
@@ -123,16 +124,6 @@ class LlamaGenConfig:
             raise ValueError(f"unknown LlamaGen config {name!r}; choose from {', '.join(cls.PRESETS)}")
         return cls.from_dict({**cls.PRESETS[name], **overrides})
 
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> "LlamaGenConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown LlamaGen config fields {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        return cls(**values)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -421,37 +412,18 @@ class LlamaGenGPT(nn.Module):
         return self.output(self.norm(h)).float()
 
 
-class LlamaGenSession:
+class LlamaGenSession(CachedSession):
     """One decoding call: the cache rows `[cond; uncond]` of `batch_size` conditions."""
 
     def __init__(self, model: LlamaGenGPT, cache: StaticKVCache, prefix: torch.Tensor, prefix_mask, *, batch_size: int, guided: bool):
-        self.model, self.cache = model, cache
-        self.batch_size, self.guided = batch_size, guided
-        self.prefix_len = model.config.cls_token_num
+        super().__init__(cache, model.config.cls_token_num, batch_size=batch_size, guided=guided)
+        self.model = model
         rows, P = prefix.shape[:2]
         slots = torch.arange(P, device=prefix.device).expand(rows, P)
         logits = model._cached_forward(prefix, slots, cache, key_valid=prefix_mask)
         valid = torch.ones_like(slots, dtype=torch.bool) if prefix_mask is None else prefix_mask
         cache.commit(slots, valid)
-        self._prefill = self._split(logits[:, -1:])
-
-    def _split(self, logits: torch.Tensor) -> GuidedLogits:
-        B = self.batch_size
-        return GuidedLogits(logits[:B], logits[B:]) if self.guided else GuidedLogits(logits)
-
-    def _rows(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cat([x, x]) if self.guided else x
-
-    def _check_positions(self, positions: torch.Tensor) -> torch.Tensor:
-        if positions.dim() != 2 or positions.shape[0] != self.batch_size:
-            raise ValueError(f"positions must be [{self.batch_size}, n], got {tuple(positions.shape)}")
-        slots = positions + self.prefix_len
-        if positions.numel() and (int(positions.min()) < 0 or int(slots.max()) >= self.cache.slots):
-            raise ValueError(
-                f"positions must lie in [0, {self.cache.slots - self.prefix_len}), got "
-                f"[{int(positions.min())}, {int(positions.max())}]; reserve extra_positions at start()"
-            )
-        return slots
+        self._prefill = self.split(logits[:, -1:])
 
     def prefill_logits(self) -> GuidedLogits:
         return self._prefill
@@ -460,10 +432,6 @@ class LlamaGenSession:
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor | None = None) -> GuidedLogits:
         if tokens.shape != positions.shape:
             raise ValueError(f"tokens {tuple(tokens.shape)} and positions {tuple(positions.shape)} differ in shape")
-        slots = self._rows(self._check_positions(positions))
-        h = self.model.tok_embeddings(self._rows(tokens))
-        segs = None if segments is None else self._rows(segments)
-        return self._split(self.model._cached_forward(h, slots, self.cache, segs))
-
-    def commit(self, positions: torch.Tensor, mask: torch.Tensor) -> None:
-        self.cache.commit(self._rows(self._check_positions(positions)), self._rows(mask.bool()))
+        h = self.model.tok_embeddings(self.rows(tokens))
+        segs = None if segments is None else self.rows(segments)
+        return self.split(self.model._cached_forward(h, self.slots(positions), self.cache, segs))

@@ -22,19 +22,20 @@ Example:
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mmspec.checkpoint import load_into, read_state_dict
+from mmspec.checkpoint import JSONConfig, load_into, read_state_dict
 
 
 @dataclass
-class VQConfig:
+class VQConfig(JSONConfig):
     """The original VQ `ModelArgs` (same names and defaults) plus the CPU-size knobs."""
+
+    config_name = "VQ config"
 
     codebook_size: int = 16384
     codebook_embed_dim: int = 8
@@ -69,16 +70,6 @@ class VQConfig:
             raise ValueError(f"unknown VQ config {name!r}; choose from {', '.join(cls.PRESETS)}")
         return cls.from_dict({**cls.PRESETS[name], **overrides})
 
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> "VQConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown VQ config fields {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        return cls(**values)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def swish(x):
