@@ -2,21 +2,14 @@ import json
 import os
 
 import pytest
-import torch
 
 from mmspec.batch import Item, item_seed, read_items, run_batch, write_manifest
-from tests.pipelines.test_llamagen_pipeline import tiny_vq
-from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
-from mmspec.pipelines.llamagen import LlamaGenPipeline
+from tests.pipelines.test_llamagen_pipeline import tiny_c2i_pipeline
 
 
 @pytest.fixture(scope="module")
 def pipe():
-    torch.manual_seed(0)
-    gpt = LlamaGenGPT(LlamaGenConfig(dim=32, n_layer=1, n_head=2, vocab_size=32, block_size=16, num_classes=3)).eval()
-    p = LlamaGenPipeline(gpt, tiny_vq())
-    p.set_progress_bar_config(disable=True)
-    return p
+    return tiny_c2i_pipeline()
 
 
 def test_read_items_from_text_and_jsonl(tmp_path):

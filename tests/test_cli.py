@@ -10,12 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
 from mmspec.cli import main
-from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
-from mmspec.pipelines.llamagen import LlamaGenPipeline
-from tests.pipelines.test_llamagen_pipeline import tiny_vq
+from tests.pipelines.test_llamagen_pipeline import tiny_c2i_pipeline
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -23,11 +20,8 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def pipeline_dir(tmp_path_factory):
     """A saved tiny c2i pipeline with a 16x16 grid, so that AR takes 256 forwards."""
-    torch.manual_seed(0)
-    gpt = LlamaGenGPT(LlamaGenConfig(dim=32, n_layer=2, n_head=2, vocab_size=32, block_size=256, num_classes=3)).eval()
-    torch.nn.init.normal_(gpt.output.weight, std=0.3)
     root = tmp_path_factory.mktemp("pipe")
-    LlamaGenPipeline(gpt, tiny_vq(), class_names=["circle", "square", "stripes"], default_sampling={"guidance_scale": 2.0}).save_pretrained(root)
+    tiny_c2i_pipeline(block_size=256, n_layer=2, class_names=("circle", "square", "stripes")).save_pretrained(root)
     return root
 
 
@@ -70,14 +64,6 @@ def test_batch_output_not_writable_is_a_clear_error(pipeline_dir, tmp_path, caps
     blocker.write_text("")
     assert main(["batch", "--pipeline", str(pipeline_dir), "--prompts", str(labels), "--out", str(blocker / "out")]) == 2
     assert "is not writable" in capsys.readouterr().err
-
-
-def test_an_emu3_checkpoint_given_as_llamagen_is_a_clear_error(tmp_path, capsys):
-    (tmp_path / "model_index.json").write_text('{"_class_name": "Emu3Pipeline"}')
-    from mmspec.pipelines.llamagen import LlamaGenPipeline
-
-    with pytest.raises(ValueError, match="holds a 'Emu3Pipeline' pipeline, not a LlamaGenPipeline"):
-        LlamaGenPipeline.from_pretrained(tmp_path)
 
 
 def accelerate_batch(pipeline_dir, labels, out):

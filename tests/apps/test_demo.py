@@ -5,12 +5,9 @@ import socket
 from pathlib import Path
 
 import pytest
-import torch
 
 from apps.demo import launch
-from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
-from mmspec.pipelines.llamagen import LlamaGenPipeline
-from tests.pipelines.test_llamagen_pipeline import tiny_vq
+from tests.pipelines.test_llamagen_pipeline import tiny_c2i_pipeline
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "outputs" / "screenshots"
 SETTINGS = dict(window=16, guidance=2.0, temperature=1.0, top_k=0, zipar=8, lk=1000, ld=0.1, gr=7, gg=0.15, gd=0.5)
@@ -24,11 +21,7 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def app():
-    torch.manual_seed(0)
-    gpt = LlamaGenGPT(LlamaGenConfig(dim=32, n_layer=1, n_head=2, vocab_size=32, block_size=16, num_classes=3)).eval()
-    torch.nn.init.normal_(gpt.output.weight, std=0.3)
-    pipe = LlamaGenPipeline(gpt, tiny_vq(), class_names=["circle", "square", "stripes"], default_sampling={"guidance_scale": 2.0})
-    pipe.set_progress_bar_config(disable=True)
+    pipe = tiny_c2i_pipeline(class_names=("circle", "square", "stripes"))
     port = free_port()
     demo = launch(pipe, port=port, block=False)
     yield f"http://127.0.0.1:{port}/"

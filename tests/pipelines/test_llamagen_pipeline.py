@@ -13,14 +13,19 @@ def tiny_vq(codebook_size=32):
                                z_channels=32, base_channels=32, num_res_blocks=1)).eval()
 
 
-@pytest.fixture(scope="module")
-def c2i_pipe():
+def tiny_c2i_pipeline(block_size=16, n_layer=1, class_names=("a", "b", "c")) -> LlamaGenPipeline:
+    """A 3-class LlamaGen pipeline with non-uniform conditionals and CFG 2 by default."""
     torch.manual_seed(0)
-    gpt = LlamaGenGPT(LlamaGenConfig(dim=32, n_layer=1, n_head=2, vocab_size=32, block_size=16, num_classes=3)).eval()
+    gpt = LlamaGenGPT(LlamaGenConfig(dim=32, n_layer=n_layer, n_head=2, vocab_size=32, block_size=block_size, num_classes=3)).eval()
     torch.nn.init.normal_(gpt.output.weight, std=0.3)
-    pipe = LlamaGenPipeline(gpt, tiny_vq(), class_names=["a", "b", "c"], default_sampling={"guidance_scale": 2.0})
+    pipe = LlamaGenPipeline(gpt, tiny_vq(), class_names=list(class_names), default_sampling={"guidance_scale": 2.0})
     pipe.set_progress_bar_config(disable=True)
     return pipe
+
+
+@pytest.fixture(scope="module")
+def c2i_pipe():
+    return tiny_c2i_pipeline()
 
 
 @pytest.mark.parametrize("decoding", ["ar", "mc-sjd", "zipar+mc-sjd", "sjd+gsd"])
