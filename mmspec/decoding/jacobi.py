@@ -68,7 +68,7 @@ def decode_jacobi(
     start_time = time.perf_counter()
     B, T, V = session.batch_size, layout.length, layout.vocab_size
     L, S = config.draft_window, config.draft_window + 1
-    rule = config.rule.bind(layout.token_embeddings)
+    rule = config.rule.bind(layout.token_embeddings, layout.allowed)
     device = session.prefill_logits().cond.device
     seg_start, seg_len = segments(layout, config)
     seg_start = seg_start.to(device)

@@ -12,7 +12,7 @@ outside top-k): the papers' rules would, since a group or neighbourhood can carr
 that d itself has not.
 
 Rules that look at token neighbourhoods need the layout's token embeddings (VQ codebook
-vectors); `bind(embeddings)` returns a copy holding the precomputed tables.
+vectors); `bind(embeddings, allowed)` returns a copy holding the precomputed tables.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class ExactRule:
     exact = True
     name = "exact"
 
-    def bind(self, embeddings: torch.Tensor | None) -> "ExactRule":
+    def bind(self, embeddings: torch.Tensor | None, allowed: torch.Tensor | None = None) -> "ExactRule":
         return self
 
     def accept_prob(self, p: torch.Tensor, q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
@@ -47,18 +47,28 @@ class ExactRule:
         return torch.where(q_d > 0, p_d / q_d.clamp(min=1e-30), torch.zeros_like(p_d)).clamp(max=1.0)
 
 
-def nearest_neighbours(embeddings: torch.Tensor, k: int, chunk: int = 4096) -> torch.Tensor:
-    """Long `[V, k]`: for each token the k nearest other tokens by L2 distance, nearest first."""
-    V = embeddings.shape[0]
-    k = min(k, V - 1)
-    e = embeddings.float()
-    out = []
-    for start in range(0, V, chunk):
-        d = torch.cdist(e[start : start + chunk], e)  # [chunk, V]
-        rows = torch.arange(start, min(start + chunk, V))
-        d[torch.arange(len(rows)), rows] = float("inf")  # never one's own neighbour
-        out.append(d.topk(k, dim=-1, largest=False).indices)
-    return torch.cat(out)
+def nearest_neighbours(embeddings: torch.Tensor, k: int, candidates: torch.Tensor | None = None, chunk: int = 4096) -> torch.Tensor:
+    """Long `[V, k]`: for each token the k nearest other tokens by L2 distance, nearest first.
+
+    With `candidates` (bool `[V]`, e.g. the visual tokens of a model that also speaks
+    text), neighbours are searched among the candidates alone, which is also all the
+    distance computation done (C^2, not V^2). Rows of the other tokens then hold the
+    first k candidates: such tokens are only ever drafted where they are forced, and p is
+    one-hot there, so their neighbours carry no mass.
+    """
+    ids = torch.arange(embeddings.shape[0], device=embeddings.device)
+    if candidates is not None:
+        ids = ids[candidates.to(embeddings.device)]
+    C = len(ids)
+    k = min(k, C - 1)
+    e = embeddings.float()[ids]
+    table = ids[:k].expand(embeddings.shape[0], k).clone()
+    for start in range(0, C, chunk):
+        d = torch.cdist(e[start : start + chunk], e)  # [chunk, C]
+        rows = torch.arange(start, min(start + chunk, C), device=e.device)
+        d[rows - start, rows] = float("inf")  # never one's own neighbour
+        table[ids[rows]] = ids[d.topk(k, dim=-1, largest=False).indices]
+    return table
 
 
 @dataclass(frozen=True)
@@ -92,10 +102,13 @@ class LanternRule:
         if self.lam is not None and self.lam < 1:
             raise ValueError(f"LANTERN++ lam must be >= 1, got {self.lam}")
 
-    def bind(self, embeddings: torch.Tensor | None) -> "LanternRule":
+    def bind(self, embeddings: torch.Tensor | None, allowed: torch.Tensor | None = None) -> "LanternRule":
+        """Precomputes the neighbour table among the `allowed` tokens (bool `[V]`, or
+        `[T, V]` per position: their union), or all tokens when None."""
         if embeddings is None:
             raise ValueError("LANTERN needs token embeddings (the VQ codebook) in the layout; this model's layout has none")
-        return replace(self, neighbours=nearest_neighbours(embeddings, self.k))
+        candidates = allowed if allowed is None or allowed.dim() == 1 else allowed.any(0)
+        return replace(self, neighbours=nearest_neighbours(embeddings, self.k, candidates))
 
     def accept_prob(self, p: torch.Tensor, q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
         if self.neighbours is None:
@@ -138,7 +151,7 @@ class GSDRule:
         if self.prob_gap < 0 or self.embed_dist < 0:
             raise ValueError(f"GSD prob_gap and embed_dist must be >= 0, got {self.prob_gap}, {self.embed_dist}")
 
-    def bind(self, embeddings: torch.Tensor | None) -> "GSDRule":
+    def bind(self, embeddings: torch.Tensor | None, allowed: torch.Tensor | None = None) -> "GSDRule":
         if embeddings is None:
             raise ValueError("GSD needs token embeddings (the VQ codebook) in the layout; this model's layout has none")
         return replace(self, embeddings=embeddings.float())

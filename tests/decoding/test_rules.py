@@ -21,6 +21,24 @@ def test_nearest_neighbours_exclude_self_and_sort_by_distance():
     assert nearest_neighbours(emb, 2).tolist() == [[1, 2], [0, 2], [1, 0], [2, 1]]
 
 
+def test_nearest_neighbours_among_candidates_only():
+    # tokens 1 and 3 are not candidates (say, text tokens with zero embeddings): never neighbours
+    emb = torch.tensor([[0.0], [0.5], [3.0], [0.0], [10.0]])
+    candidates = torch.tensor([True, False, True, False, True])
+    assert nearest_neighbours(emb, 2, candidates).tolist() == [[2, 4], [0, 2], [0, 4], [0, 2], [2, 0]]
+
+
+def test_lantern_binds_its_table_over_the_allowed_tokens():
+    emb = torch.tensor([[0.0], [0.5], [1.0], [3.0]])
+    p, q = one_slot([0.2, 0.0, 0.3, 0.5])
+    allowed = torch.tensor([True, False, True, True])
+    # over all tokens, 0's nearest is the disallowed 1 (p = 0) and k = 1 adds nothing
+    assert torch.allclose(LanternRule(k=1, delta=0.5).bind(emb).accept_prob(p, q, torch.tensor([[0]])), torch.tensor([[0.2]]))
+    # over the allowed ones it is 2 (p = .3); per-position masks bind their union
+    for mask in (allowed, allowed.expand(3, 4)):
+        assert torch.allclose(LanternRule(k=1, delta=0.5).bind(emb, mask).accept_prob(p, q, torch.tensor([[0]])), torch.tensor([[0.5]]))
+
+
 def test_lantern_adds_neighbour_mass_within_delta():
     # token 0's neighbours by distance: 1 (p=.1), 2 (p=.15), 3 (p=.5)
     emb = torch.tensor([[0.0], [1.0], [2.0], [3.0]])
