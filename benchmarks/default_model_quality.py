@@ -29,7 +29,7 @@ import torch
 from tqdm import tqdm
 
 import mmspec
-from mmspec.assets import load_default
+from mmspec.assets import DEFAULT_ASSETS, load_default
 from mmspec.datasets.shapes import NUM_CLASSES, load_split
 from mmspec.decoding.generate import generate
 from mmspec.decoding.sampling import SamplingConfig
@@ -65,11 +65,12 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=100, help="images per decoding call (default 100)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--guidance-scale", type=float, help="override the default CFG scale (exploration)")
+    parser.add_argument("--assets", default=str(DEFAULT_ASSETS), help="model folder (default: the shipped assets/default)")
     parser.add_argument("--out", default="benchmarks/results/default_model_quality", help="output path without suffix")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     started = time.perf_counter()
-    model = load_default()
+    model = load_default(args.assets)
     sampling = model.sampling if args.guidance_scale is None else replace(model.sampling, guidance_scale=args.guidance_scale)
     n = args.per_class * NUM_CLASSES
     real_a, _ = load_split("heldout", n)

@@ -3,18 +3,23 @@
 One command, reproducible from a seed, in four stages that each checkpoint to the work
 directory and resume from there when the command is rerun:
 
-1. `vq`: a LlamaGen VQ tokenizer (64x64 -> 16x16 codes) on Shapes images, with
-   L1 + L2 reconstruction, codebook and commitment losses (no perceptual or GAN loss:
-   their networks cannot be downloaded). Codes unused for `DEAD_CODE_EVERY` steps are
-   re-initialised from random encoder outputs of the current batch (dead-code restart).
+1. `vq`: a LlamaGen VQ tokenizer (64x64 -> 16x16 codes) on 32x32 crops of Shapes
+   images (a quarter of the cost of whole images), with L1 + L2 reconstruction, codebook
+   and commitment losses (no perceptual or GAN loss: their networks cannot be
+   downloaded). Codes unused for `DEAD_CODE_EVERY` steps are re-initialised from random
+   encoder outputs of the current batch (dead-code restart), until `RESTARTS_UNTIL`.
 2. `tokens`: encodes the GPT's training images once with the trained VQ.
-3. `gpt`, `gpt_cycle2`: a class-conditional LlamaGen GPT on those codes, in cosine
-   cycles with a warm restart (`GPT_CYCLES`); labels are replaced by the null class with
-   probability `class_dropout_prob`, for classifier-free guidance.
-4. `vq_decoder`: more training of the VQ decoder alone, encoder and codebook frozen, so
-   the codes (and the GPT trained on them) stay valid while reconstructions sharpen.
+3. `gpt`: a class-conditional LlamaGen GPT on those codes; labels are replaced by the
+   null class with probability `class_dropout_prob`, for classifier-free guidance.
+4. `vq_decoder`: more training of the VQ decoder alone on whole images, encoder and
+   codebook frozen, so the codes (and the GPT trained on them) stay valid while
+   reconstructions sharpen and the decoder's attention adapts to the full 16x16 grid.
 5. `classifier`: the judge of `mmspec.metrics`, with blur, noise, colour and shift
    augmentation, so that it judges shapes rather than pixel fidelity.
+
+Every forward and backward pass runs under bfloat16 autocast (1.3-1.7x faster on CPUs
+with AVX-512 bf16); weights, optimiser states and the VQ's nearest-code search stay
+float32.
 
 Then `export` writes the GPT and VQ as a saved `LlamaGenPipeline` (safetensors + JSON
 config per component) and the classifier beside them, to `--assets`.
@@ -55,13 +60,24 @@ GPT_CONFIG = LlamaGenConfig(
 )
 CLASSIFIER_CONFIG = ClassifierConfig(num_classes=NUM_CLASSES)
 
-VQ_IMAGES, VQ_STEPS, VQ_BATCH, VQ_LR = 10_000, 600, 16, 1e-3
-DEAD_CODE_EVERY = 50  # steps between dead-code restarts
-DEC_STEPS, DEC_LR = 600, 1e-3
-GPT_IMAGES, GPT_BATCH = 15_000, 32
-GPT_CYCLES = [(1200, 1e-3), (800, 5e-4)]  # (steps, peak learning rate) per cosine cycle
+VQ_IMAGES, VQ_STEPS, VQ_BATCH, VQ_CROP, VQ_LR = 10_000, 2500, 32, 32, 1e-3
+DEAD_CODE_EVERY, RESTARTS_UNTIL = 50, 2000  # dead-code restarts: every 50 steps, up to step 2000
+DEC_STEPS, DEC_BATCH, DEC_LR = 600, 16, 5e-4
+GPT_IMAGES, GPT_STEPS, GPT_BATCH, GPT_LR = 20_000, 3000, 32, 1.5e-3
 CLF_IMAGES, CLF_STEPS, CLF_BATCH, CLF_LR = 10_000, 500, 64, 2e-3
 SAVE_EVERY_S = 120  # seconds between checkpoints
+
+
+def bf16():
+    return torch.autocast("cpu", dtype=torch.bfloat16)
+
+
+def random_crops(x: torch.Tensor, size: int, generator: torch.Generator) -> torch.Tensor:
+    """`size` x `size` crops of `x [B, 3, H, W]`, one per image, at offsets on the token
+    grid (multiples of 4 pixels), so that codes see the same pixel phase as at inference."""
+    B, _, H, W = x.shape
+    dy, dx = (4 * torch.randint((H - size) // 4 + 1, (2, B), generator=generator)).tolist()
+    return torch.stack([x[i, :, dy[i] : dy[i] + size, dx[i] : dx[i] + size] for i in range(B)])
 
 
 def lr_at(step: int, total: int, peak: float, warmup: int) -> float:
@@ -132,9 +148,12 @@ def train_vq(work: Path, seed: int) -> LlamaGenVQ:
 
     def step():
         x = images[torch.randint(len(images), (VQ_BATCH,), generator=stage.generator)]
-        z = F.normalize(vq.latent(x), dim=1)  # l2-normalised, as LlamaGen's quantiser
+        x = random_crops(x, VQ_CROP, stage.generator)
+        with bf16():
+            z = F.normalize(vq.latent(x).float(), dim=1)  # l2-normalised, as LlamaGen's quantiser
         codes, z_q = vq.quantize_latent(z)
-        recon = vq.decode_latent(z + (z_q - z).detach())  # straight-through estimator
+        with bf16():
+            recon = vq.decode_latent(z + (z_q - z).detach()).float()  # straight-through estimator
         rec = (recon - x).abs().mean() + (recon - x).pow(2).mean()
         codebook_loss = (z_q - z.detach()).pow(2).mean()
         commit = VQ_CONFIG.commit_loss_beta * (z_q.detach() - z).pow(2).mean()
@@ -144,7 +163,7 @@ def train_vq(work: Path, seed: int) -> LlamaGenVQ:
         stage.opt.step()
         usage.add_(torch.bincount(codes.flatten(), minlength=V).float())
         used = int((usage > 0).sum())
-        if (stage.step + 1) % DEAD_CODE_EVERY == 0:
+        if (stage.step + 1) % DEAD_CODE_EVERY == 0 and stage.step < RESTARTS_UNTIL:
             restart_dead_codes(vq, usage, z.detach(), stage.generator)
         return {"rec": rec.item(), "commit": commit.item(), "used": used}
 
@@ -174,10 +193,11 @@ def finetune_vq_decoder(work: Path, seed: int, vq: LlamaGenVQ) -> LlamaGenVQ:
     images, _ = load_split("train", VQ_IMAGES)
 
     def step():
-        x = images[torch.randint(len(images), (VQ_BATCH,), generator=stage.generator)]
+        x = images[torch.randint(len(images), (DEC_BATCH,), generator=stage.generator)]
         with torch.no_grad():
             _, z_q = vq.quantize_latent(vq.latent(x))
-        recon = vq.decode_latent(z_q)
+        with bf16():
+            recon = vq.decode_latent(z_q).float()
         loss = (recon - x).abs().mean() + (recon - x).pow(2).mean()
         stage.opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -206,14 +226,11 @@ def encode_tokens(work: Path, vq: LlamaGenVQ) -> tuple[torch.Tensor, torch.Tenso
 
 
 def train_gpt(work: Path, seed: int, tokens: torch.Tensor, labels: torch.Tensor) -> LlamaGenGPT:
-    """Cosine cycles with warm restarts (`GPT_CYCLES`), each a stage of its own."""
     torch.manual_seed(seed + 1)
     gpt = LlamaGenGPT(GPT_CONFIG)
-    for cycle, (steps, peak_lr) in enumerate(GPT_CYCLES):
-        name = "gpt" if cycle == 0 else f"gpt_cycle{cycle + 1}"
-        stage = Stage(name, work, gpt, peak_lr, seed + 1 + 10 * cycle, weight_decay=0.05)
-        if stage.step < steps:
-            stage.run(steps, peak_lr, warmup=100, step_fn=lambda: gpt_step(gpt, stage, tokens, labels))
+    stage = Stage("gpt", work, gpt, GPT_LR, seed + 1, weight_decay=0.05)
+    if stage.step < GPT_STEPS:
+        stage.run(GPT_STEPS, GPT_LR, warmup=100, step_fn=lambda: gpt_step(gpt, stage, tokens, labels))
     return gpt.eval()
 
 
@@ -223,8 +240,9 @@ def gpt_step(gpt: LlamaGenGPT, stage: Stage, tokens: torch.Tensor, labels: torch
     # label dropout: the null class row learns the unconditional model for CFG
     drop = torch.rand(GPT_BATCH, generator=stage.generator) < GPT_CONFIG.class_dropout_prob
     y = torch.where(drop, torch.full_like(y, GPT_CONFIG.num_classes), y)
-    logits = gpt(x, y)  # [B, T, V]
-    loss = F.cross_entropy(logits.flatten(0, 1), x.flatten())
+    with bf16():
+        logits = gpt(x, y)  # [B, T, V]
+    loss = F.cross_entropy(logits.flatten(0, 1).float(), x.flatten())
     stage.opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(gpt.parameters(), 1.0)
@@ -258,7 +276,9 @@ def train_classifier(work: Path, seed: int) -> ShapesClassifier:
         idx = torch.randint(len(images), (CLF_BATCH,), generator=stage.generator)
         x, y = images[idx], labels[idx]
         x = augment(x, stage.generator)
-        loss = F.cross_entropy(clf(x), y)
+        with bf16():
+            logits = clf(x)
+        loss = F.cross_entropy(logits.float(), y)
         stage.opt.zero_grad(set_to_none=True)
         loss.backward()
         stage.opt.step()
@@ -294,7 +314,7 @@ def main() -> None:
     parser.add_argument("--assets", default="assets/default", help="export folder (default assets/default)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
-    parser.add_argument("--guidance-scale", type=float, default=2.0, help="default CFG scale written to model_index.json (default 2.0)")
+    parser.add_argument("--guidance-scale", type=float, default=4.0, help="default CFG scale written to model_index.json (default 4.0)")
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--top-k", type=int, default=0)
     parser.add_argument("--top-p", type=float, default=1.0)

@@ -1,9 +1,9 @@
 """Shapes: a procedural, class-labelled image dataset generated deterministically from a seed.
 
 Ten classes a person recognises at a glance (`CLASS_NAMES`), drawn at 64x64 RGB with
-random colour, position, size, rotation, fill texture, background gradient, low-frequency
-background texture and pixel noise, so that images are never flat and their VQ tokens are
-far from deterministic. Shapes are drawn from signed distance functions in pixel units and
+random colours (from a 15-colour palette, jittered), position, size, rotation, fill
+texture, background gradient, low-frequency background texture and faint pixel noise, so
+that images are never flat and their VQ tokens are far from deterministic. Shapes are drawn from signed distance functions in pixel units and
 anti-aliased by coverage `clip(0.5 - sdf, 0, 1)`; everything is vectorised in numpy.
 
 Images are float32 `[N, 3, 64, 64]` in [-1, 1]; labels are long `[N]`, balanced
@@ -31,6 +31,15 @@ CHUNK = 1000  # images per seed
 # a split is the seed range [base, base + chunks): far apart, so splits never overlap
 SPLIT_SEEDS = {"train": 0, "heldout": 1_000_000}
 
+# every colour is one of these, jittered by up to COLOUR_JITTER per channel: a palette
+# gives the VQ a code per colour instead of a dither between neighbouring codes
+PALETTE = np.array([
+    [0.85, 0.15, 0.15], [0.95, 0.55, 0.10], [0.95, 0.90, 0.20], [0.60, 0.85, 0.20], [0.15, 0.60, 0.25],
+    [0.10, 0.55, 0.55], [0.30, 0.80, 0.95], [0.15, 0.30, 0.85], [0.50, 0.25, 0.75], [0.85, 0.25, 0.70],
+    [0.98, 0.70, 0.75], [0.50, 0.30, 0.15], [0.95, 0.95, 0.92], [0.50, 0.50, 0.50], [0.10, 0.10, 0.12],
+], dtype=np.float32)  # red, orange, yellow, lime, green, teal, cyan, blue, purple, magenta, pink, brown, white, grey, black
+COLOUR_JITTER = 0.05
+
 _xy = np.arange(IMAGE_SIZE, dtype=np.float32) + 0.5  # pixel centres
 Y = _xy[None, :, None]  # [1, H, 1]
 X = _xy[None, None, :]  # [1, 1, W]
@@ -53,25 +62,28 @@ def _rotated(rng, n: int, cx, cy, max_angle: float) -> tuple[np.ndarray, np.ndar
     return dx * np.cos(a) + dy * np.sin(a), -dx * np.sin(a) + dy * np.cos(a)
 
 
+def _jittered(rng, colours: np.ndarray) -> np.ndarray:
+    return np.clip(colours + rng.uniform(-COLOUR_JITTER, COLOUR_JITTER, colours.shape), 0.0, 1.0).astype(np.float32)
+
+
 def _random_colours(rng, n: int) -> np.ndarray:
-    return rng.uniform(0.0, 1.0, (n, 3)).astype(np.float32)
+    """`[n, 3]` palette colours, jittered."""
+    return _jittered(rng, PALETTE[rng.integers(len(PALETTE), size=n)])
 
 
 def _contrasting(rng, reference: np.ndarray, min_dist: float = 0.55) -> np.ndarray:
-    """Random colours `[n, 3]` at least `min_dist` (RGB, Euclidean) from `reference [n, 3]`
-    where possible: too-close draws are pushed away from the reference along their offset."""
-    c = _random_colours(rng, len(reference))
-    off = c - reference
-    dist = np.linalg.norm(off, axis=1, keepdims=True)
-    pushed = reference + off / np.maximum(dist, 1e-3) * min_dist
-    return np.clip(np.where(dist < min_dist, pushed, c), 0.0, 1.0)
+    """`[n, 3]` palette colours (jittered), each drawn uniformly from those at least
+    `min_dist` (RGB, Euclidean) from its `reference [n, 3]` colour."""
+    far = np.linalg.norm(PALETTE[None] - reference[:, None], axis=-1) >= min_dist  # [n, P]
+    pick = (rng.random(far.shape) * far).argmax(axis=1)  # uniform among the far ones
+    return _jittered(rng, PALETTE[pick])
 
 
 def _background(rng, n: int) -> tuple[np.ndarray, np.ndarray]:
     """A random linear gradient between two colours with a low-frequency wave texture.
     Returns images `[n, 3, H, W]` in [0, 1] and their mean colours `[n, 3]`."""
     c1, c2 = _random_colours(rng, n), _random_colours(rng, n)
-    c2 = c1 + 0.6 * (c2 - c1)  # a gentle gradient, so shapes stay the main content
+    c2 = c1 + 0.3 * (c2 - c1)  # a gentle gradient, so shapes stay the main content
     a = _col(rng.uniform(0, 2 * np.pi, n))
     t = ((X - 32) * np.cos(a) + (Y - 32) * np.sin(a)) / 64 + 0.5  # [n, H, W], about [0, 1]
     img = c1[:, :, None, None] + (c2 - c1)[:, :, None, None] * t[:, None]
@@ -80,17 +92,17 @@ def _background(rng, n: int) -> tuple[np.ndarray, np.ndarray]:
         k = _col(rng.uniform(1, 3, n)) * 2 * np.pi / 64
         b = _col(rng.uniform(0, 2 * np.pi, n))
         ph = _col(rng.uniform(0, 2 * np.pi, n))
-        amp = _col(rng.uniform(0.02, 0.08, n))
+        amp = _col(rng.uniform(0.02, 0.05, n))
         img = img + (amp * np.sin(k * (X * np.cos(b) + Y * np.sin(b)) + ph))[:, None]
     return img, (c1 + c2) / 2
 
 
 def _fill(rng, colour: np.ndarray) -> np.ndarray:
     """Foreground paint `[n, 3, H, W]`: a flat colour, for half the images modulated by
-    fine stripes of random angle and frequency (a fill texture)."""
+    stripes of random angle and a period of 8-14 pixels (a fill texture)."""
     n = len(colour)
     a = _col(rng.uniform(0, np.pi, n))
-    k = _col(rng.uniform(0.6, 1.4, n))
+    k = 2 * np.pi / _col(rng.uniform(8, 14, n))
     textured = _col(rng.random(n) < 0.5) * _col(rng.uniform(0.15, 0.3, n))
     wave = 0.5 + 0.5 * np.sin(k * (X * np.cos(a) + Y * np.sin(a)))
     return colour[:, :, None, None] * (1 - textured * wave)[:, None]
@@ -101,28 +113,28 @@ def _shape_sdf(label: int, rng, n: int) -> np.ndarray:
     cx, cy = _col(rng.uniform(20, 44, n)), _col(rng.uniform(20, 44, n))
     name = CLASS_NAMES[label]
     if name == "circle":
-        r = _col(rng.uniform(8, 18, n))
+        r = _col(rng.uniform(10, 20, n))
         return np.hypot(X - cx, Y - cy) - r
     if name == "square":
         u, v = _rotated(rng, n, cx, cy, np.pi / 2)
-        return np.maximum(np.abs(u), np.abs(v)) - _col(rng.uniform(7, 15, n))
+        return np.maximum(np.abs(u), np.abs(v)) - _col(rng.uniform(9, 16, n))
     if name == "triangle":
         u, v = _rotated(rng, n, cx, cy, 2 * np.pi / 3)
-        inradius = _col(rng.uniform(9, 19, n)) / 2
+        inradius = _col(rng.uniform(12, 22, n)) / 2
         edges = [u * np.cos(b) + v * np.sin(b) for b in (np.pi / 2, np.pi / 2 + 2 * np.pi / 3, np.pi / 2 + 4 * np.pi / 3)]
         return np.maximum.reduce(edges) - inradius
     if name == "ring":
-        r, half_width = _col(rng.uniform(10, 20, n)), _col(rng.uniform(1.5, 3.0, n))
+        r, half_width = _col(rng.uniform(11, 20, n)), _col(rng.uniform(2.0, 3.5, n))
         return np.abs(np.hypot(X - cx, Y - cy) - r) - half_width
     if name == "cross":
         u, v = _rotated(rng, n, cx, cy, np.pi / 2)
-        arm, half_width = _col(rng.uniform(10, 19, n)), _col(rng.uniform(2.5, 5.0, n))
+        arm, half_width = _col(rng.uniform(12, 20, n)), _col(rng.uniform(3.0, 5.0, n))
         bar1 = np.maximum(np.abs(u) - arm, np.abs(v) - half_width)
         bar2 = np.maximum(np.abs(u) - half_width, np.abs(v) - arm)
         return np.minimum(bar1, bar2)
     if name == "star":
         u, v = _rotated(rng, n, cx, cy, 2 * np.pi)
-        outer = _col(rng.uniform(12, 20, n))
+        outer = _col(rng.uniform(14, 22, n))
         inner = outer * _col(rng.uniform(0.38, 0.5, n))
         # fold the angle into [0, pi/5]: 0 towards a point, pi/5 towards an inner vertex
         alpha = np.arctan2(v, u) % (2 * np.pi / 5)
@@ -212,7 +224,9 @@ def render(labels: np.ndarray, rng: np.random.Generator) -> np.ndarray:
             paint = _fill(rng, _contrasting(rng, bg_mean))
             cover = _coverage(_shape_sdf(label, rng, n))[:, None]
             img = img * (1 - cover) + paint * cover
-        noise = _col(rng.uniform(0.0, 0.04, n))[:, None] * rng.standard_normal(img.shape, dtype=np.float32)
+        # faint: stronger pixel noise makes the VQ's codes flip between near neighbours
+        # (19% of codes at sigma 0.05), entropy the GPT would have to model for nothing
+        noise = _col(rng.uniform(0.0, 0.015, n))[:, None] * rng.standard_normal(img.shape, dtype=np.float32)
         out[idx] = np.clip(img + noise, 0, 1) * 2 - 1
     return out
 
