@@ -33,6 +33,13 @@ def test_call_returns_images_and_stats_per_image(pipe, decoding):
     assert out.tokens.shape == (4, T)
 
 
+def test_guidance_1_runs_no_unconditional_rows(pipe):
+    """transformers 5.24's own Janus `generate` fails at guidance 1 (it doubles the batch
+    without merging the halves); the pipeline decodes conditional rows alone."""
+    out = call(pipe, decoding="mc-sjd", guidance_scale=1.0, output_type="tokens")
+    assert out.images.shape == (2, T) and ((out.images >= 0) & (out.images < JanusImageGenerator(pipe.model).layout().vocab_size)).all()
+
+
 def test_output_types(pipe):
     np_images = call(pipe, decoding="ar", output_type="np").images
     pt_images = call(pipe, decoding="ar", output_type="pt").images
