@@ -121,6 +121,14 @@ class Stage:
             tmp.replace(self.path)
             self._saved_at = time.monotonic()
 
+    def update(self, loss: torch.Tensor, max_grad_norm: float | None = None) -> None:
+        """One optimiser step on `loss`, with the gradient norm clipped if asked."""
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_grad_norm)
+        self.opt.step()
+
     def run(self, total: int, peak_lr: float, warmup: int, step_fn) -> None:
         """Calls `step_fn() -> dict of floats` (the loss, logged) until `total` steps."""
         self.model.train()
@@ -158,9 +166,7 @@ def train_vq(work: Path, seed: int) -> LlamaGenVQ:
         codebook_loss = (z_q - z.detach()).pow(2).mean()
         commit = VQ_CONFIG.commit_loss_beta * (z_q.detach() - z).pow(2).mean()
         loss = rec + codebook_loss + commit
-        stage.opt.zero_grad(set_to_none=True)
-        loss.backward()
-        stage.opt.step()
+        stage.update(loss)
         usage.add_(torch.bincount(codes.flatten(), minlength=V).float())
         used = int((usage > 0).sum())
         if (stage.step + 1) % DEAD_CODE_EVERY == 0 and stage.step < RESTARTS_UNTIL:
@@ -199,9 +205,7 @@ def finetune_vq_decoder(work: Path, seed: int, vq: LlamaGenVQ) -> LlamaGenVQ:
         with bf16():
             recon = vq.decode_latent(z_q).float()
         loss = (recon - x).abs().mean() + (recon - x).pow(2).mean()
-        stage.opt.zero_grad(set_to_none=True)
-        loss.backward()
-        stage.opt.step()
+        stage.update(loss)
         return {"rec": loss.item()}
 
     stage.run(DEC_STEPS, DEC_LR, warmup=20, step_fn=step)
@@ -243,10 +247,7 @@ def gpt_step(gpt: LlamaGenGPT, stage: Stage, tokens: torch.Tensor, labels: torch
     with bf16():
         logits = gpt(x, y)  # [B, T, V]
     loss = F.cross_entropy(logits.flatten(0, 1).float(), x.flatten())
-    stage.opt.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(gpt.parameters(), 1.0)
-    stage.opt.step()
+    stage.update(loss, max_grad_norm=1.0)
     return {"loss": loss.item()}
 
 
@@ -279,9 +280,7 @@ def train_classifier(work: Path, seed: int) -> ShapesClassifier:
         with bf16():
             logits = clf(x)
         loss = F.cross_entropy(logits.float(), y)
-        stage.opt.zero_grad(set_to_none=True)
-        loss.backward()
-        stage.opt.step()
+        stage.update(loss)
         return {"loss": loss.item()}
 
     stage.run(CLF_STEPS, CLF_LR, warmup=20, step_fn=step)

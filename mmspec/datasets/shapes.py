@@ -3,8 +3,9 @@
 Ten classes a person recognises at a glance (`CLASS_NAMES`), drawn at 64x64 RGB with
 random colours (from a 15-colour palette, jittered), position, size, rotation, fill
 texture, background gradient, low-frequency background texture and faint pixel noise, so
-that images are never flat and their VQ tokens are far from deterministic. Shapes are drawn from signed distance functions in pixel units and
-anti-aliased by coverage `clip(0.5 - sdf, 0, 1)`; everything is vectorised in numpy.
+that images are never flat and their VQ tokens are far from deterministic. Shapes are
+drawn from signed distance functions in pixel units and anti-aliased by coverage
+`clip(0.5 - sdf, 0, 1)`; everything is vectorised in numpy.
 
 Images are float32 `[N, 3, 64, 64]` in [-1, 1]; labels are long `[N]`, balanced
 (`label = index % 10`). A split is a range of seeds: image i of a split lies in chunk

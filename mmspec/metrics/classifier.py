@@ -35,7 +35,6 @@ class ClassifierConfig(JSONConfig):
     widths: list[int] = field(default_factory=lambda: [32, 64, 128, 128])
 
 
-
 def conv_bn(cin: int, cout: int, stride: int) -> list[nn.Module]:
     return [nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(cout), nn.SiLU()]
 

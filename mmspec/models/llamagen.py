@@ -125,7 +125,6 @@ class LlamaGenConfig(JSONConfig):
         return cls.from_dict({**cls.PRESETS[name], **overrides})
 
 
-
 @dataclass
 class CaptionCondition:
     """A t2i condition: caption features `embeds [B, P, caption_dim]` (T5 last hidden state,

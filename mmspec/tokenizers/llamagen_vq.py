@@ -71,7 +71,6 @@ class VQConfig(JSONConfig):
         return cls.from_dict({**cls.PRESETS[name], **overrides})
 
 
-
 def swish(x):
     return x * torch.sigmoid(x)
 
