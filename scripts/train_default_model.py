@@ -17,8 +17,8 @@ directory and resume from there when the command is rerun:
 5. `classifier`: the judge of `mmspec.metrics`, with blur, noise, colour and shift
    augmentation, so that it judges shapes rather than pixel fidelity.
 
-Every forward and backward pass runs under bfloat16 autocast (1.3-1.7x faster on CPUs
-with AVX-512 bf16); weights, optimiser states and the VQ's nearest-code search stay
+Every forward and backward pass runs under bfloat16 autocast (faster on CPUs with
+AVX-512 bf16); weights, optimiser states and the VQ's nearest-code search stay
 float32.
 
 Then `export` writes the GPT and VQ as a saved `LlamaGenPipeline` (safetensors + JSON

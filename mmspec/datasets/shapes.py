@@ -226,7 +226,7 @@ def render(labels: np.ndarray, rng: np.random.Generator) -> np.ndarray:
             cover = _coverage(_shape_sdf(label, rng, n))[:, None]
             img = img * (1 - cover) + paint * cover
         # faint: stronger pixel noise makes the VQ's codes flip between near neighbours
-        # (19% of codes at sigma 0.05), entropy the GPT would have to model for nothing
+        # of the same content, entropy the GPT would have to model for nothing
         noise = _col(rng.uniform(0.0, 0.015, n))[:, None] * rng.standard_normal(img.shape, dtype=np.float32)
         out[idx] = np.clip(img + noise, 0, 1) * 2 - 1
     return out
