@@ -10,7 +10,9 @@ Measures, with `--per-class` samples per class (N in all):
 - the VQ tokenizer: PSNR of reconstructions of N held-out images (uint8, per image,
   averaged) and their feature-FID;
 - mean top-1 probability and entropy per token of the distributions the sampler drew
-  from, at the default settings and for the plain conditional model (no CFG, T = 1).
+  from, at the default settings and for the plain conditional model (no CFG, T = 1);
+- the GPT's cross-entropy on the VQ tokens of N training images (the first N of the
+  split, all in the GPT's training set) and of N held-out images: capacity or data?
 
 Writes `benchmarks/results/default_model_quality.{md,json}` with versions, device and seed.
 """
@@ -37,7 +39,7 @@ from mmspec.images import to_uint8
 from mmspec.metrics.classifier import classify
 from mmspec.metrics.fid import frechet_distance
 from mmspec.metrics.quality import evaluate_images
-from mmspec.metrics.token_stats import token_statistics
+from mmspec.metrics.token_stats import token_cross_entropy, token_statistics
 
 
 def psnr_uint8(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -65,13 +67,17 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=100, help="images per decoding call (default 100)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--guidance-scale", type=float, help="override the default CFG scale (exploration)")
+    parser.add_argument("--temperature", type=float, help="override the default temperature (exploration)")
+    parser.add_argument("--top-k", type=int, help="override the default top-k (exploration)")
     parser.add_argument("--assets", default=str(DEFAULT_ASSETS), help="model folder (default: the shipped assets/default)")
     parser.add_argument("--out", default="benchmarks/results/default_model_quality", help="output path without suffix")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     started = time.perf_counter()
     model = load_default(args.assets)
-    sampling = model.sampling if args.guidance_scale is None else replace(model.sampling, guidance_scale=args.guidance_scale)
+    overrides = {k: v for k, v in (("guidance_scale", args.guidance_scale), ("temperature", args.temperature), ("top_k", args.top_k))
+                 if v is not None}
+    sampling = replace(model.sampling, **overrides)
     n = args.per_class * NUM_CLASSES
     real_a, _ = load_split("heldout", n)
     real_b, labels_b = load_split("heldout", n, start=n)
@@ -92,18 +98,25 @@ def main() -> None:
                  for c, name in enumerate(model.class_names)}
     stats_default = token_statistics(model.gpt, labels, tokens, sampling)
     stats_plain = token_statistics(model.gpt, labels, tokens, SamplingConfig())
+    train, labels_train = load_split("train", n)
+    cross_entropy = {
+        split: token_cross_entropy(model.gpt, y, torch.cat([model.vq.encode(x) for x in images_.split(100)]))
+        for split, images_, y in (("train", train, labels_train), ("heldout", real_b, labels_b))
+    }
 
     result = {
         "samples_per_class": args.per_class,
         "samples": n,
         "seed": args.seed,
         "sampling": asdict(sampling),
+        "default_sampling": not overrides,
         "ar_samples": {**sample_scores, "per_class_accuracy": per_class, "decode_wall_time_s": decode_s},
         "real_vs_real": real_scores,
         "fid_ratio_samples_over_real": sample_scores["feature_fid"] / real_scores["feature_fid"],
         "vq_reconstruction": {**recon_scores, "psnr_db": psnr_uint8(recon, real_b)},
         "token_stats_default_sampling": stats_default,
         "token_stats_plain_model": stats_plain,
+        "gpt_cross_entropy_nats": cross_entropy,
         "environment": {
             "mmspec": mmspec.__version__, "torch": torch.__version__, "numpy": np.__version__,
             "python": platform.python_version(), "device": f"cpu ({platform.processor() or platform.machine()})",
@@ -121,7 +134,9 @@ def main() -> None:
 def markdown(r: dict) -> str:
     s, real, vq = r["ar_samples"], r["real_vs_real"], r["vq_reconstruction"]
     sd, sp = r["token_stats_default_sampling"], r["token_stats_plain_model"]
+    ce = r["gpt_cross_entropy_nats"]
     smp = r["sampling"]
+    kind = "default" if r["default_sampling"] else "overridden"
     env = r["environment"]
     lines = [
         "# Embedded default model: quality",
@@ -133,7 +148,7 @@ def markdown(r: dict) -> str:
         "",
         "| images | class accuracy | feature-FID |",
         "|---|---|---|",
-        f"| AR samples, default sampling | {s['class_accuracy']:.1%} | {s['feature_fid']:.3f} |",
+        f"| AR samples, {kind} sampling | {s['class_accuracy']:.1%} | {s['feature_fid']:.3f} |",
         f"| real, disjoint held-out split | {real['class_accuracy']:.1%} | {real['feature_fid']:.3f} |",
         f"| VQ reconstructions of that split | {vq['class_accuracy']:.1%} | {vq['feature_fid']:.3f} |",
         "",
@@ -144,8 +159,11 @@ def markdown(r: dict) -> str:
         "",
         "| token distributions | mean top-1 probability | mean entropy |",
         "|---|---|---|",
-        f"| default sampling | {sd['mean_top1_prob']:.3f} | {sd['entropy_nats']:.2f} nats ({sd['entropy_bits']:.2f} bits) |",
+        f"| {kind} sampling | {sd['mean_top1_prob']:.3f} | {sd['entropy_nats']:.2f} nats ({sd['entropy_bits']:.2f} bits) |",
         f"| plain model (no CFG, T=1) | {sp['mean_top1_prob']:.3f} | {sp['entropy_nats']:.2f} nats ({sp['entropy_bits']:.2f} bits) |",
+        "",
+        f"GPT cross-entropy on VQ tokens (plain model): {ce['train']:.3f} nats on {r['samples']} training images, "
+        f"{ce['heldout']:.3f} on {r['samples']} held-out images.",
         "",
         f"AR decoding time for all samples: {s['decode_wall_time_s']:.0f} s. Whole run: {r['wall_time_s']:.0f} s on "
         f"{env['device']}, {env['threads']} threads; mmspec {env['mmspec']}, torch {env['torch']}, numpy {env['numpy']}, "

@@ -55,7 +55,7 @@ VQ_CONFIG = VQConfig(
     num_res_blocks=1,
 )
 GPT_CONFIG = LlamaGenConfig(
-    dim=128, n_layer=6, n_head=4, multiple_of=64,
+    dim=128, n_layer=6, n_head=2, multiple_of=64,  # head dim 64, as LlamaGen's; 2 heads run faster than 4 on CPU
     num_classes=NUM_CLASSES, class_dropout_prob=0.1, vocab_size=512, block_size=256,
 )
 CLASSIFIER_CONFIG = ClassifierConfig(num_classes=NUM_CLASSES)
@@ -64,7 +64,7 @@ VQ_IMAGES, VQ_STEPS, VQ_BATCH, VQ_CROP, VQ_LR = 10_000, 2500, 32, 32, 1e-3
 DEAD_CODE_EVERY, RESTARTS_UNTIL = 50, 2000  # dead-code restarts: every 50 steps, up to step 2000
 DEC_STEPS, DEC_BATCH, DEC_LR = 600, 16, 5e-4
 GPT_IMAGES, GPT_STEPS, GPT_BATCH, GPT_LR = 20_000, 3000, 32, 1.5e-3
-CLF_IMAGES, CLF_STEPS, CLF_BATCH, CLF_LR = 10_000, 500, 64, 2e-3
+CLF_IMAGES, CLF_STEPS, CLF_BATCH, CLF_LR = 10_000, 800, 64, 2e-3
 SAVE_EVERY_S = 120  # seconds between checkpoints
 
 

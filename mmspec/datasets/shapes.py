@@ -1,11 +1,16 @@
 """Shapes: a procedural, class-labelled image dataset generated deterministically from a seed.
 
 Ten classes a person recognises at a glance (`CLASS_NAMES`), drawn at 64x64 RGB with
-random colours (from a 15-colour palette, jittered), position, size, rotation, fill
-texture, background gradient, low-frequency background texture and faint pixel noise, so
-that images are never flat and their VQ tokens are far from deterministic. Shapes are
-drawn from signed distance functions in pixel units and anti-aliased by coverage
-`clip(0.5 - sdf, 0, 1)`; everything is vectorised in numpy.
+random colours (from a 15-colour palette, jittered), position, size, phase, background
+gradient, low-frequency background texture and faint pixel noise, so that images are
+never flat and their VQ tokens are far from deterministic. Shapes are drawn from signed
+distance functions in pixel units and anti-aliased by coverage `clip(0.5 - sdf, 0, 1)`;
+everything is vectorised in numpy.
+
+Objects stand upright and flat-coloured, and only stripes turn to a random angle: a
+raster-order GPT small enough to train on 2 CPU cores draws axis-aligned edges by copying
+the row above, while rotated shapes and fill textures spent its capacity on edge codes
+and came out as blobs.
 
 Images are float32 `[N, 3, 64, 64]` in [-1, 1]; labels are long `[N]`, balanced
 (`label = index % 10`). A split is a range of seeds: image i of a split lies in chunk
@@ -98,54 +103,39 @@ def _background(rng, n: int) -> tuple[np.ndarray, np.ndarray]:
     return img, (c1 + c2) / 2
 
 
-def _fill(rng, colour: np.ndarray) -> np.ndarray:
-    """Foreground paint `[n, 3, H, W]`: a flat colour, for half the images modulated by
-    stripes of random angle and a period of 8-14 pixels (a fill texture)."""
-    n = len(colour)
-    a = _col(rng.uniform(0, np.pi, n))
-    k = 2 * np.pi / _col(rng.uniform(8, 14, n))
-    textured = _col(rng.random(n) < 0.5) * _col(rng.uniform(0.15, 0.3, n))
-    wave = 0.5 + 0.5 * np.sin(k * (X * np.cos(a) + Y * np.sin(a)))
-    return colour[:, :, None, None] * (1 - textured * wave)[:, None]
-
-
 def _shape_sdf(label: int, rng, n: int) -> np.ndarray:
     """Signed distances `[n, H, W]` (pixels) of n random shapes of one object class."""
     cx, cy = _col(rng.uniform(20, 44, n)), _col(rng.uniform(20, 44, n))
+    u, v = X - cx, Y - cy  # upright: v points down
     name = CLASS_NAMES[label]
     if name == "circle":
-        r = _col(rng.uniform(10, 20, n))
-        return np.hypot(X - cx, Y - cy) - r
+        r = _col(rng.uniform(12, 20, n))
+        return np.hypot(u, v) - r
     if name == "square":
-        u, v = _rotated(rng, n, cx, cy, np.pi / 2)
-        return np.maximum(np.abs(u), np.abs(v)) - _col(rng.uniform(9, 16, n))
-    if name == "triangle":
-        u, v = _rotated(rng, n, cx, cy, 2 * np.pi / 3)
-        inradius = _col(rng.uniform(12, 22, n)) / 2
+        return np.maximum(np.abs(u), np.abs(v)) - _col(rng.uniform(11, 18, n))
+    if name == "triangle":  # apex up, base horizontal
+        inradius = _col(rng.uniform(8, 13, n))
         edges = [u * np.cos(b) + v * np.sin(b) for b in (np.pi / 2, np.pi / 2 + 2 * np.pi / 3, np.pi / 2 + 4 * np.pi / 3)]
         return np.maximum.reduce(edges) - inradius
     if name == "ring":
-        r, half_width = _col(rng.uniform(11, 20, n)), _col(rng.uniform(2.0, 3.5, n))
-        return np.abs(np.hypot(X - cx, Y - cy) - r) - half_width
+        r, half_width = _col(rng.uniform(12, 20, n)), _col(rng.uniform(3.0, 5.0, n))
+        return np.abs(np.hypot(u, v) - r) - half_width
     if name == "cross":
-        u, v = _rotated(rng, n, cx, cy, np.pi / 2)
-        arm, half_width = _col(rng.uniform(12, 20, n)), _col(rng.uniform(3.0, 5.0, n))
+        arm, half_width = _col(rng.uniform(14, 22, n)), _col(rng.uniform(4.0, 6.0, n))
         bar1 = np.maximum(np.abs(u) - arm, np.abs(v) - half_width)
         bar2 = np.maximum(np.abs(u) - half_width, np.abs(v) - arm)
         return np.minimum(bar1, bar2)
-    if name == "star":
-        u, v = _rotated(rng, n, cx, cy, 2 * np.pi)
-        outer = _col(rng.uniform(14, 22, n))
+    if name == "star":  # a point up
+        outer = _col(rng.uniform(16, 22, n))
         inner = outer * _col(rng.uniform(0.38, 0.5, n))
         # fold the angle into [0, pi/5]: 0 towards a point, pi/5 towards an inner vertex
-        alpha = np.arctan2(v, u) % (2 * np.pi / 5)
+        alpha = (np.arctan2(v, u) + np.pi / 2) % (2 * np.pi / 5)
         beta = np.minimum(alpha, 2 * np.pi / 5 - alpha)
         # radius of the straight edge from the point (outer, 0) to the inner vertex, along beta
         px, py = inner * np.cos(np.pi / 5), inner * np.sin(np.pi / 5)
         edge = outer * py / (np.cos(beta) * py - np.sin(beta) * (px - outer))
         return np.hypot(u, v) - edge
-    if name == "dots":
-        u, v = _rotated(rng, n, cx, cy, np.pi / 2)
+    if name == "dots":  # an axis-aligned lattice; (cx, cy) sets its phase
         spacing = _col(rng.uniform(10, 16, n))
         r = spacing * _col(rng.uniform(0.2, 0.3, n))
         du = (u / spacing + 0.5) % 1 - 0.5
@@ -173,8 +163,8 @@ def _pattern(label: int, rng, n: int) -> np.ndarray:
         u, _ = _rotated(rng, n, cx, cy, np.pi)
         period = _col(rng.uniform(8, 16, n))
         return _two_tone(rng, n, np.clip(np.sin(2 * np.pi * u / period) * period / 4 + 0.5, 0, 1))
-    if name == "checkerboard":
-        u, v = _rotated(rng, n, cx, cy, np.pi / 2)
+    if name == "checkerboard":  # axis-aligned; (cx, cy) sets its phase
+        u, v = X - cx, Y - cy
         cell = _col(rng.uniform(7, 13, n))
         s = np.sin(np.pi * u / cell) * np.sin(np.pi * v / cell)
         return _two_tone(rng, n, np.clip(s * cell / 2 + 0.5, 0, 1))
@@ -222,7 +212,7 @@ def render(labels: np.ndarray, rng: np.random.Generator) -> np.ndarray:
             img = _pattern(label, rng, n)
         else:
             img, bg_mean = _background(rng, n)
-            paint = _fill(rng, _contrasting(rng, bg_mean))
+            paint = _contrasting(rng, bg_mean)[:, :, None, None]
             cover = _coverage(_shape_sdf(label, rng, n))[:, None]
             img = img * (1 - cover) + paint * cover
         # faint: stronger pixel noise makes the VQ's codes flip between near neighbours

@@ -65,3 +65,19 @@ def token_statistics(model: TokenModel, condition, tokens: torch.Tensor, samplin
         entropy += float(-(p * p.clamp(min=1e-300).log()).sum(-1).sum())
         n += p.shape[0] * p.shape[1]
     return {"mean_top1_prob": top1 / n, "entropy_nats": entropy / n, "entropy_bits": entropy / n / math.log(2)}
+
+
+def token_cross_entropy(model: TokenModel, condition, tokens: torch.Tensor, batch_size: int = 50) -> float:
+    """Mean negative log-likelihood (nats per token) of `tokens [B, T]` under the plain
+    conditional model (no CFG, T = 1). On training and held-out sequences it shows whether
+    a model is short of capacity (both high, close) or of data (held-out far above)."""
+    condition = torch.as_tensor(condition)
+    if len(condition) != len(tokens):
+        raise ValueError(f"one condition per sequence: got {len(condition)} conditions for {len(tokens)} sequences")
+    total, n = 0.0, 0
+    for start in range(0, len(tokens), batch_size):
+        rows = tokens[start : start + batch_size]
+        p = target_distributions(model, condition[start : start + batch_size], rows, SamplingConfig()).double()
+        total -= float(p.gather(-1, rows[..., None]).clamp(min=1e-300).log().sum())
+        n += rows.numel()
+    return total / n

@@ -5,7 +5,7 @@ import torch
 
 from mmspec.decoding.generate import generate
 from mmspec.decoding.sampling import SamplingConfig
-from mmspec.metrics.token_stats import target_distributions, token_statistics
+from mmspec.metrics.token_stats import target_distributions, token_cross_entropy, token_statistics
 from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
 
 
@@ -42,3 +42,14 @@ def test_entropy_is_bounded_by_the_vocabulary(tiny):
     assert 0 < stats["entropy_nats"] <= math.log(8) + 1e-6
     assert stats["entropy_bits"] == pytest.approx(stats["entropy_nats"] / math.log(2))
     assert 1 / 8 <= stats["mean_top1_prob"] < 1
+
+
+def test_cross_entropy_matches_the_training_loss(tiny):
+    """The same number as cross-entropy on the full-sequence logits the GPT trains on."""
+    model, labels = tiny
+    tokens = torch.randint(0, 64, (3, 16), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        expected = torch.nn.functional.cross_entropy(model(tokens, labels).flatten(0, 1).double(), tokens.flatten())
+    assert token_cross_entropy(model, labels, tokens, batch_size=2) == pytest.approx(float(expected), rel=1e-5)
+    with pytest.raises(ValueError, match="one condition per sequence"):
+        token_cross_entropy(model, labels[:2], tokens)
