@@ -84,7 +84,8 @@ def main() -> None:
 
     # the reference: two disjoint real splits of the same size, and the VQ's reconstructions
     real_scores = evaluate_images(real_b, labels_b, real_a, model.classifier)
-    recon = torch.cat([model.vq.decode(model.vq.encode(x)) for x in real_b.split(100)])
+    codes_b = torch.cat([model.vq.encode(x) for x in real_b.split(100)])
+    recon = torch.cat([model.vq.decode(c) for c in codes_b.split(100)])
     recon_scores = evaluate_images(recon, labels_b, real_a, model.classifier)
     _, feats_a = classify(model.classifier, real_a)
     _, feats_b = classify(model.classifier, real_b)
@@ -99,10 +100,9 @@ def main() -> None:
     stats_default = token_statistics(model.gpt, labels, tokens, sampling)
     stats_plain = token_statistics(model.gpt, labels, tokens, SamplingConfig())
     train, labels_train = load_split("train", n)
-    cross_entropy = {
-        split: token_cross_entropy(model.gpt, y, torch.cat([model.vq.encode(x) for x in images_.split(100)]))
-        for split, images_, y in (("train", train, labels_train), ("heldout", real_b, labels_b))
-    }
+    codes_train = torch.cat([model.vq.encode(x) for x in train.split(100)])
+    cross_entropy = {"train": token_cross_entropy(model.gpt, labels_train, codes_train),
+                     "heldout": token_cross_entropy(model.gpt, labels_b, codes_b)}
 
     result = {
         "samples_per_class": args.per_class,

@@ -1,6 +1,6 @@
 """Trains the embedded default model on 2 CPU cores and exports it to assets/default/.
 
-One command, reproducible from a seed, in four stages that each checkpoint to the work
+One command, reproducible from a seed, in five stages that each checkpoint to the work
 directory and resume from there when the command is rerun:
 
 1. `vq`: a LlamaGen VQ tokenizer (64x64 -> 16x16 codes) on 32x32 crops of Shapes

@@ -45,6 +45,16 @@ def target_distributions(model: TokenModel, condition, tokens: torch.Tensor, sam
     return torch.cat([first, rest], dim=1)
 
 
+def _batched_distributions(model: TokenModel, condition, tokens: torch.Tensor, sampling: SamplingConfig, batch_size: int):
+    """Yields `(rows [b, T], p [b, T, V] in float64)` over `tokens`, `batch_size` rows at a time."""
+    condition = torch.as_tensor(condition)
+    if len(condition) != len(tokens):
+        raise ValueError(f"one condition per sequence: got {len(condition)} conditions for {len(tokens)} sequences")
+    for start in range(0, len(tokens), batch_size):
+        rows = tokens[start : start + batch_size]
+        yield rows, target_distributions(model, condition[start : start + batch_size], rows, sampling).double()
+
+
 def token_statistics(model: TokenModel, condition, tokens: torch.Tensor, sampling: SamplingConfig, batch_size: int = 50) -> dict[str, float]:
     """Mean top-1 probability and mean entropy (nats and bits) per token of p.
 
@@ -55,15 +65,11 @@ def token_statistics(model: TokenModel, condition, tokens: torch.Tensor, samplin
         sampling (`SamplingConfig`): the settings they were sampled with.
         batch_size (`int`, *optional*, defaults to 50): rows per forward.
     """
-    condition = torch.as_tensor(condition)
-    if len(condition) != len(tokens):
-        raise ValueError(f"one condition per sequence: got {len(condition)} conditions for {len(tokens)} sequences")
     top1, entropy, n = 0.0, 0.0, 0
-    for start in range(0, len(tokens), batch_size):
-        p = target_distributions(model, condition[start : start + batch_size], tokens[start : start + batch_size], sampling).double()
+    for rows, p in _batched_distributions(model, condition, tokens, sampling, batch_size):
         top1 += float(p.max(-1).values.sum())
         entropy += float(-(p * p.clamp(min=1e-300).log()).sum(-1).sum())
-        n += p.shape[0] * p.shape[1]
+        n += rows.numel()
     return {"mean_top1_prob": top1 / n, "entropy_nats": entropy / n, "entropy_bits": entropy / n / math.log(2)}
 
 
@@ -71,13 +77,8 @@ def token_cross_entropy(model: TokenModel, condition, tokens: torch.Tensor, batc
     """Mean negative log-likelihood (nats per token) of `tokens [B, T]` under the plain
     conditional model (no CFG, T = 1). On training and held-out sequences it shows whether
     a model is short of capacity (both high, close) or of data (held-out far above)."""
-    condition = torch.as_tensor(condition)
-    if len(condition) != len(tokens):
-        raise ValueError(f"one condition per sequence: got {len(condition)} conditions for {len(tokens)} sequences")
     total, n = 0.0, 0
-    for start in range(0, len(tokens), batch_size):
-        rows = tokens[start : start + batch_size]
-        p = target_distributions(model, condition[start : start + batch_size], rows, SamplingConfig()).double()
+    for rows, p in _batched_distributions(model, condition, tokens, SamplingConfig(), batch_size):
         total -= float(p.gather(-1, rows[..., None]).clamp(min=1e-300).log().sum())
         n += rows.numel()
     return total / n
