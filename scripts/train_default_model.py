@@ -63,7 +63,8 @@ CLASSIFIER_CONFIG = ClassifierConfig(num_classes=NUM_CLASSES)
 VQ_IMAGES, VQ_STEPS, VQ_BATCH, VQ_CROP, VQ_LR = 10_000, 2500, 32, 32, 1e-3
 DEAD_CODE_EVERY, RESTARTS_UNTIL = 50, 2000  # dead-code restarts: every 50 steps, up to step 2000
 DEC_STEPS, DEC_BATCH, DEC_LR = 600, 16, 5e-4
-GPT_IMAGES, GPT_STEPS, GPT_BATCH, GPT_LR = 20_000, 3000, 32, 1.5e-3
+GPT_IMAGES, GPT_STEPS, GPT_BATCH, GPT_LR = 40_000, 4000, 32, 1.5e-3
+TOKEN_CHUNK = 1000  # images encoded between saves of the token file
 CLF_IMAGES, CLF_STEPS, CLF_BATCH, CLF_LR = 10_000, 800, 64, 2e-3
 SAVE_EVERY_S = 120  # seconds between checkpoints
 
@@ -214,31 +215,38 @@ def finetune_vq_decoder(work: Path, seed: int, vq: LlamaGenVQ) -> LlamaGenVQ:
 
 @torch.no_grad()
 def encode_tokens(work: Path, vq: LlamaGenVQ) -> tuple[torch.Tensor, torch.Tensor]:
+    """VQ codes `[GPT_IMAGES, 256]` and labels of the first `GPT_IMAGES` training images,
+    saved after every chunk of `TOKEN_CHUNK` images, so a rerun continues where it stopped."""
     path = work / "tokens.pt"
+    tokens, labels = torch.empty(0, GPT_CONFIG.block_size, dtype=torch.long), torch.empty(0, dtype=torch.long)
     if path.exists():
         saved = torch.load(path, weights_only=True)
-        return saved["tokens"], saved["labels"]
-    tokens, labels = [], []
-    chunk = 1000
-    for start in tqdm(range(0, GPT_IMAGES, chunk), desc="tokens", unit="kimg"):
-        images, y = load_split("train", min(chunk, GPT_IMAGES - start), start=start)
-        tokens += [vq.encode(b) for b in images.split(100)]
+        tokens, labels = saved["tokens"], saved["labels"]
+    tokens, labels = [tokens], [labels]
+    done = len(tokens[0])
+    for start in tqdm(range(done, GPT_IMAGES, TOKEN_CHUNK), desc="tokens", unit="chunk"):
+        images, y = load_split("train", min(TOKEN_CHUNK, GPT_IMAGES - start), start=start)
+        tokens.append(torch.cat([vq.encode(b) for b in images.split(100)]))
         labels.append(y)
-    tokens, labels = torch.cat(tokens), torch.cat(labels)
-    torch.save({"tokens": tokens, "labels": labels}, path)
-    return tokens, labels
+        tmp = path.with_suffix(".tmp")
+        torch.save({"tokens": torch.cat(tokens), "labels": torch.cat(labels)}, tmp)
+        tmp.replace(path)
+    return torch.cat(tokens)[:GPT_IMAGES], torch.cat(labels)[:GPT_IMAGES]
 
 
-def train_gpt(work: Path, seed: int, tokens: torch.Tensor, labels: torch.Tensor) -> LlamaGenGPT:
+def train_gpt(work: Path, seed: int, tokens: torch.Tensor, labels: torch.Tensor, compile: bool) -> LlamaGenGPT:
+    """`compile`: run the training forward through `torch.compile` (about 1.3x faster steps
+    on CPU; needs a C++ compiler). Checkpoints hold the plain module's weights either way."""
     torch.manual_seed(seed + 1)
     gpt = LlamaGenGPT(GPT_CONFIG)
     stage = Stage("gpt", work, gpt, GPT_LR, seed + 1, weight_decay=0.05)
+    forward = torch.compile(gpt) if compile else gpt
     if stage.step < GPT_STEPS:
-        stage.run(GPT_STEPS, GPT_LR, warmup=100, step_fn=lambda: gpt_step(gpt, stage, tokens, labels))
+        stage.run(GPT_STEPS, GPT_LR, warmup=100, step_fn=lambda: gpt_step(forward, stage, tokens, labels))
     return gpt.eval()
 
 
-def gpt_step(gpt: LlamaGenGPT, stage: Stage, tokens: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
+def gpt_step(gpt, stage: Stage, tokens: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
     idx = torch.randint(len(tokens), (GPT_BATCH,), generator=stage.generator)
     x, y = tokens[idx], labels[idx]
     # label dropout: the null class row learns the unconditional model for CFG
@@ -313,7 +321,8 @@ def main() -> None:
     parser.add_argument("--assets", default="assets/default", help="export folder (default assets/default)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
-    parser.add_argument("--guidance-scale", type=float, default=4.0, help="default CFG scale written to model_index.json (default 4.0)")
+    parser.add_argument("--no-compile", action="store_true", help="train the GPT eagerly, without torch.compile")
+    parser.add_argument("--guidance-scale", type=float, default=3.0, help="default CFG scale written to model_index.json (default 3.0)")
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--top-k", type=int, default=0)
     parser.add_argument("--top-p", type=float, default=1.0)
@@ -324,7 +333,7 @@ def main() -> None:
     started = time.perf_counter()
     vq = train_vq(work, args.seed)
     tokens, labels = encode_tokens(work, vq)
-    gpt = train_gpt(work, args.seed, tokens, labels)
+    gpt = train_gpt(work, args.seed, tokens, labels, compile=not args.no_compile)
     vq = finetune_vq_decoder(work, args.seed, vq)
     clf = train_classifier(work, args.seed)
     sampling = {"guidance_scale": args.guidance_scale, "temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p}

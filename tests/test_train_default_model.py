@@ -1,0 +1,41 @@
+"""The training script's token stage: a rerun continues an interrupted or shorter encoding."""
+
+import importlib.util
+from pathlib import Path
+
+import torch
+
+from mmspec.tokenizers.llamagen_vq import LlamaGenVQ
+
+
+def load_script():
+    path = Path(__file__).parents[1] / "scripts" / "train_default_model.py"
+    spec = importlib.util.spec_from_file_location("train_default_model", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_token_stage_continues_where_the_saved_file_stops(tmp_path, monkeypatch):
+    script = load_script()
+    torch.manual_seed(0)
+    vq = LlamaGenVQ(script.VQ_CONFIG).eval()  # random weights: the codes only need to be deterministic
+    monkeypatch.setattr(script, "TOKEN_CHUNK", 4)
+    resumed_dir, whole_dir = tmp_path / "resumed", tmp_path / "whole"
+    resumed_dir.mkdir(), whole_dir.mkdir()
+
+    monkeypatch.setattr(script, "GPT_IMAGES", 6)  # a first run that stopped after 6 images
+    first, _ = script.encode_tokens(resumed_dir, vq)
+    saved = torch.load(resumed_dir / "tokens.pt", weights_only=True)
+    assert torch.equal(saved["tokens"], first)
+    # mark the saved codes, to see that the rerun keeps them instead of encoding again
+    torch.save({**saved, "tokens": torch.zeros_like(first)}, resumed_dir / "tokens.pt")
+    monkeypatch.setattr(script, "GPT_IMAGES", 10)
+    resumed, labels = script.encode_tokens(resumed_dir, vq)
+    whole, whole_labels = script.encode_tokens(whole_dir, vq)
+
+    assert resumed.shape == whole.shape == (10, 256)
+    assert (resumed[:6] == 0).all() and torch.equal(resumed[6:], whole[6:]) and torch.equal(whole[:6], first)
+    assert torch.equal(labels, whole_labels) and labels.tolist() == list(range(10))
+    monkeypatch.setattr(script, "GPT_IMAGES", 3)  # asking for fewer than are saved reads a prefix
+    assert torch.equal(script.encode_tokens(whole_dir, vq)[0], first[:3])
