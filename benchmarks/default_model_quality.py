@@ -69,14 +69,15 @@ def main() -> None:
     parser.add_argument("--guidance-scale", type=float, help="override the default CFG scale (exploration)")
     parser.add_argument("--temperature", type=float, help="override the default temperature (exploration)")
     parser.add_argument("--top-k", type=int, help="override the default top-k (exploration)")
+    parser.add_argument("--top-p", type=float, help="override the default top-p (exploration)")
     parser.add_argument("--assets", default=str(DEFAULT_ASSETS), help="model folder (default: the shipped assets/default)")
     parser.add_argument("--out", default="benchmarks/results/default_model_quality", help="output path without suffix")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     started = time.perf_counter()
     model = load_default(args.assets)
-    overrides = {k: v for k, v in (("guidance_scale", args.guidance_scale), ("temperature", args.temperature), ("top_k", args.top_k))
-                 if v is not None}
+    requested = {"guidance_scale": args.guidance_scale, "temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p}
+    overrides = {k: v for k, v in requested.items() if v is not None}
     sampling = replace(model.sampling, **overrides)
     n = args.per_class * NUM_CLASSES
     real_a, _ = load_split("heldout", n)
