@@ -8,9 +8,11 @@ directory and resume from there when the command is rerun:
    and commitment losses (no perceptual or GAN loss: their networks cannot be
    downloaded). Codes unused for `DEAD_CODE_EVERY` steps are re-initialised from random
    encoder outputs of the current batch (dead-code restart), until `RESTARTS_UNTIL`.
-2. `tokens`: encodes the GPT's training images once with the trained VQ.
+2. `tokens`: encodes the GPT's training images once with the trained VQ, saving after
+   every chunk, so a rerun continues the encoding (or extends it to more images).
 3. `gpt`: a class-conditional LlamaGen GPT on those codes; labels are replaced by the
-   null class with probability `class_dropout_prob`, for classifier-free guidance.
+   null class with probability `class_dropout_prob`, for classifier-free guidance. Its
+   forward runs through `torch.compile` unless `--no-compile` is given.
 4. `vq_decoder`: more training of the VQ decoder alone on whole images, encoder and
    codebook frozen, so the codes (and the GPT trained on them) stay valid while
    reconstructions sharpen and the decoder's attention adapts to the full 16x16 grid.
