@@ -69,6 +69,7 @@ def conditions(args, pipe) -> tuple[list[dict], list[str]]:
 
 
 def cmd_generate(args) -> None:
+    from mmspec.batch import atomic_write
     from mmspec.images import image_grid
 
     started = time.perf_counter()
@@ -88,9 +89,7 @@ def cmd_generate(args) -> None:
               flush=True)
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.with_name(f".{out_path.name}.tmp.png")
-    image_grid(images, cols=args.per_class, scale=2).save(tmp)
-    tmp.replace(out_path)
+    atomic_write(out_path, lambda tmp: image_grid(images, cols=args.per_class, scale=2).save(tmp, format="PNG"))
     T = pipe.transformer.config.block_size if hasattr(pipe, "transformer") else len(out.tokens[0])
     print(f"wrote {out_path} ({len(rows)} rows x {args.per_class} images; rows: {', '.join(names)})")
     print(f"decoding: {config.name} ({'exact' if config.exact else 'approximate'}); "

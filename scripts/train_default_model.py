@@ -8,8 +8,8 @@ directory and resume from there when the command is rerun:
    and commitment losses (no perceptual or GAN loss: their networks cannot be
    downloaded). Codes unused for `DEAD_CODE_EVERY` steps are re-initialised from random
    encoder outputs of the current batch (dead-code restart), until `RESTARTS_UNTIL`.
-2. `tokens`: encodes the GPT's training images once with the trained VQ, saving after
-   every chunk, so a rerun continues the encoding (or extends it to more images).
+2. `tokens`: encodes the GPT's training images once with the trained VQ, saving as it
+   goes, so a rerun continues the encoding (or extends it to more images).
 3. `gpt`: a class-conditional LlamaGen GPT on those codes; labels are replaced by the
    null class with probability `class_dropout_prob`, for classifier-free guidance. Its
    forward runs through `torch.compile` unless `--no-compile` is given.
@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from tqdm import tqdm
 
+from mmspec.batch import atomic_write
 from mmspec.datasets.shapes import CLASS_NAMES, IMAGE_SIZE, NUM_CLASSES, load_split
 from mmspec.metrics.classifier import ClassifierConfig, ShapesClassifier, random_blur
 from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
@@ -66,7 +67,7 @@ VQ_IMAGES, VQ_STEPS, VQ_BATCH, VQ_CROP, VQ_LR = 10_000, 2500, 32, 32, 1e-3
 DEAD_CODE_EVERY, RESTARTS_UNTIL = 50, 2000  # dead-code restarts: every 50 steps, up to step 2000
 DEC_STEPS, DEC_BATCH, DEC_LR = 600, 16, 5e-4
 GPT_IMAGES, GPT_STEPS, GPT_BATCH, GPT_LR = 40_000, 4000, 32, 1.5e-3
-TOKEN_CHUNK = 1000  # images encoded between saves of the token file
+TOKEN_CHUNK = 1000  # images rendered and encoded at a time
 CLF_IMAGES, CLF_STEPS, CLF_BATCH, CLF_LR = 10_000, 800, 64, 2e-3
 SAVE_EVERY_S = 120  # seconds between checkpoints
 
@@ -118,10 +119,9 @@ class Stage:
 
     def save(self, force: bool = False) -> None:
         if force or time.monotonic() - self._saved_at > SAVE_EVERY_S:
-            tmp = self.path.with_suffix(".tmp")
-            torch.save({"model": self.model.state_dict(), "opt": self.opt.state_dict(), "generator": self.generator.get_state(),
-                        "step": self.step, "extra": self.extra}, tmp)
-            tmp.replace(self.path)
+            state = {"model": self.model.state_dict(), "opt": self.opt.state_dict(), "generator": self.generator.get_state(),
+                     "step": self.step, "extra": self.extra}
+            atomic_write(self.path, lambda tmp: torch.save(state, tmp))
             self._saved_at = time.monotonic()
 
     def update(self, loss: torch.Tensor, max_grad_norm: float | None = None) -> None:
@@ -217,22 +217,22 @@ def finetune_vq_decoder(work: Path, seed: int, vq: LlamaGenVQ) -> LlamaGenVQ:
 
 @torch.no_grad()
 def encode_tokens(work: Path, vq: LlamaGenVQ) -> tuple[torch.Tensor, torch.Tensor]:
-    """VQ codes `[GPT_IMAGES, 256]` and labels of the first `GPT_IMAGES` training images,
-    saved after every chunk of `TOKEN_CHUNK` images, so a rerun continues where it stopped."""
+    """VQ codes `[GPT_IMAGES, 256]` and labels of the first `GPT_IMAGES` training images.
+    Saved every `SAVE_EVERY_S` seconds and at the end; a rerun continues from the saved
+    rows, or reads a prefix of them when fewer are asked for."""
     path = work / "tokens.pt"
-    tokens, labels = torch.empty(0, GPT_CONFIG.block_size, dtype=torch.long), torch.empty(0, dtype=torch.long)
-    if path.exists():
-        saved = torch.load(path, weights_only=True)
-        tokens, labels = saved["tokens"], saved["labels"]
-    tokens, labels = [tokens], [labels]
-    done = len(tokens[0])
+    saved = torch.load(path, weights_only=True) if path.exists() else None
+    tokens, labels = ([saved["tokens"]], [saved["labels"]]) if saved else ([], [])
+    done = len(saved["tokens"]) if saved else 0
+    saved_at = time.monotonic()
     for start in tqdm(range(done, GPT_IMAGES, TOKEN_CHUNK), desc="tokens", unit="chunk"):
         images, y = load_split("train", min(TOKEN_CHUNK, GPT_IMAGES - start), start=start)
         tokens.append(torch.cat([vq.encode(b) for b in images.split(100)]))
         labels.append(y)
-        tmp = path.with_suffix(".tmp")
-        torch.save({"tokens": torch.cat(tokens), "labels": torch.cat(labels)}, tmp)
-        tmp.replace(path)
+        if start + TOKEN_CHUNK >= GPT_IMAGES or time.monotonic() - saved_at > SAVE_EVERY_S:
+            tokens, labels = [torch.cat(tokens)], [torch.cat(labels)]
+            atomic_write(path, lambda tmp: torch.save({"tokens": tokens[0], "labels": labels[0]}, tmp))
+            saved_at = time.monotonic()
     return torch.cat(tokens)[:GPT_IMAGES], torch.cat(labels)[:GPT_IMAGES]
 
 

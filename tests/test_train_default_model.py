@@ -39,3 +39,19 @@ def test_token_stage_continues_where_the_saved_file_stops(tmp_path, monkeypatch)
     assert torch.equal(labels, whole_labels) and labels.tolist() == list(range(10))
     monkeypatch.setattr(script, "GPT_IMAGES", 3)  # asking for fewer than are saved reads a prefix
     assert torch.equal(script.encode_tokens(whole_dir, vq)[0], first[:3])
+
+
+def test_stage_checkpoint_round_trip(tmp_path):
+    script = load_script()
+    model = torch.nn.Linear(3, 2)
+    stage = script.Stage("probe", tmp_path, model, lr=1e-2, seed=0, weight_decay=0.0)
+
+    def step():
+        stage.update(model(torch.ones(1, 3)).sum())
+        return {}
+
+    stage.run(3, 1e-2, warmup=1, step_fn=step)
+    resumed = script.Stage("probe", tmp_path, torch.nn.Linear(3, 2), lr=1e-2, seed=0, weight_decay=0.0)
+    assert resumed.step == 3 and sorted(p.name for p in tmp_path.iterdir()) == ["probe.pt"]
+    assert torch.equal(resumed.model.weight, model.weight)
+    assert torch.equal(resumed.generator.get_state(), stage.generator.get_state())
