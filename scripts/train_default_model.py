@@ -66,7 +66,7 @@ CLASSIFIER_CONFIG = ClassifierConfig(num_classes=NUM_CLASSES)
 VQ_IMAGES, VQ_STEPS, VQ_BATCH, VQ_CROP, VQ_LR = 10_000, 2500, 32, 32, 1e-3
 DEAD_CODE_EVERY, RESTARTS_UNTIL = 50, 2000  # dead-code restarts: every 50 steps, up to step 2000
 DEC_STEPS, DEC_BATCH, DEC_LR = 600, 16, 5e-4
-GPT_IMAGES, GPT_STEPS, GPT_BATCH, GPT_LR = 40_000, 4000, 32, 1.5e-3
+GPT_IMAGES, GPT_STEPS, GPT_BATCH, GPT_LR = 60_000, 8000, 32, 1.5e-3
 TOKEN_CHUNK = 1000  # images rendered and encoded at a time
 CLF_IMAGES, CLF_STEPS, CLF_BATCH, CLF_LR = 10_000, 800, 64, 2e-3
 SAVE_EVERY_S = 120  # seconds between checkpoints
@@ -216,8 +216,8 @@ def finetune_vq_decoder(work: Path, seed: int, vq: LlamaGenVQ) -> LlamaGenVQ:
 
 
 @torch.no_grad()
-def encode_tokens(work: Path, vq: LlamaGenVQ) -> tuple[torch.Tensor, torch.Tensor]:
-    """VQ codes `[GPT_IMAGES, 256]` and labels of the first `GPT_IMAGES` training images.
+def encode_tokens(work: Path, vq: LlamaGenVQ, n_images: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """VQ codes `[n_images, 256]` and labels of the first `n_images` training images.
     Saved every `SAVE_EVERY_S` seconds and at the end; a rerun continues from the saved
     rows, or reads a prefix of them when fewer are asked for."""
     path = work / "tokens.pt"
@@ -225,26 +225,27 @@ def encode_tokens(work: Path, vq: LlamaGenVQ) -> tuple[torch.Tensor, torch.Tenso
     tokens, labels = ([saved["tokens"]], [saved["labels"]]) if saved else ([], [])
     done = len(saved["tokens"]) if saved else 0
     saved_at = time.monotonic()
-    for start in tqdm(range(done, GPT_IMAGES, TOKEN_CHUNK), desc="tokens", unit="chunk"):
-        images, y = load_split("train", min(TOKEN_CHUNK, GPT_IMAGES - start), start=start)
+    for start in tqdm(range(done, n_images, TOKEN_CHUNK), desc="tokens", unit="chunk"):
+        images, y = load_split("train", min(TOKEN_CHUNK, n_images - start), start=start)
         tokens.append(torch.cat([vq.encode(b) for b in images.split(100)]))
         labels.append(y)
-        if start + TOKEN_CHUNK >= GPT_IMAGES or time.monotonic() - saved_at > SAVE_EVERY_S:
+        if start + TOKEN_CHUNK >= n_images or time.monotonic() - saved_at > SAVE_EVERY_S:
             tokens, labels = [torch.cat(tokens)], [torch.cat(labels)]
             atomic_write(path, lambda tmp: torch.save({"tokens": tokens[0], "labels": labels[0]}, tmp))
             saved_at = time.monotonic()
-    return torch.cat(tokens)[:GPT_IMAGES], torch.cat(labels)[:GPT_IMAGES]
+    return torch.cat(tokens)[:n_images], torch.cat(labels)[:n_images]
 
 
-def train_gpt(work: Path, seed: int, tokens: torch.Tensor, labels: torch.Tensor, compile: bool) -> LlamaGenGPT:
-    """`compile`: run the training forward through `torch.compile` (about 1.3x faster steps
+def train_gpt(work: Path, seed: int, tokens: torch.Tensor, labels: torch.Tensor, steps: int, compile: bool) -> LlamaGenGPT:
+    """`steps`: the length of the cosine schedule; asking a finished run for more steps
+    resumes it on a new schedule (the learning rate warms up again). `compile`: run the training forward through `torch.compile` (about 1.3x faster steps
     on CPU; needs a C++ compiler). Checkpoints hold the plain module's weights either way."""
     torch.manual_seed(seed + 1)
     gpt = LlamaGenGPT(GPT_CONFIG)
     stage = Stage("gpt", work, gpt, GPT_LR, seed + 1, weight_decay=0.05)
     forward = torch.compile(gpt) if compile else gpt
-    if stage.step < GPT_STEPS:
-        stage.run(GPT_STEPS, GPT_LR, warmup=100, step_fn=lambda: gpt_step(forward, stage, tokens, labels))
+    if stage.step < steps:
+        stage.run(steps, GPT_LR, warmup=100, step_fn=lambda: gpt_step(forward, stage, tokens, labels))
     return gpt.eval()
 
 
@@ -323,19 +324,23 @@ def main() -> None:
     parser.add_argument("--assets", default="assets/default", help="export folder (default assets/default)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
+    parser.add_argument("--gpt-steps", type=int, default=GPT_STEPS, help=f"GPT training steps (default {GPT_STEPS})")
+    parser.add_argument("--gpt-images", type=int, default=GPT_IMAGES, help=f"training images the GPT sees (default {GPT_IMAGES})")
     parser.add_argument("--no-compile", action="store_true", help="train the GPT eagerly, without torch.compile")
     parser.add_argument("--guidance-scale", type=float, default=3.0, help="default CFG scale written to model_index.json (default 3.0)")
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--top-k", type=int, default=0)
     parser.add_argument("--top-p", type=float, default=1.0)
     args = parser.parse_args()
+    if args.gpt_steps < 1 or args.gpt_images < 1:
+        parser.error(f"--gpt-steps and --gpt-images must be >= 1, got {args.gpt_steps} and {args.gpt_images}")
     torch.set_num_threads(args.threads)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     vq = train_vq(work, args.seed)
-    tokens, labels = encode_tokens(work, vq)
-    gpt = train_gpt(work, args.seed, tokens, labels, compile=not args.no_compile)
+    tokens, labels = encode_tokens(work, vq, args.gpt_images)
+    gpt = train_gpt(work, args.seed, tokens, labels, args.gpt_steps, compile=not args.no_compile)
     vq = finetune_vq_decoder(work, args.seed, vq)
     clf = train_classifier(work, args.seed)
     sampling = {"guidance_scale": args.guidance_scale, "temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p}

@@ -24,21 +24,19 @@ def test_token_stage_continues_where_the_saved_file_stops(tmp_path, monkeypatch)
     resumed_dir, whole_dir = tmp_path / "resumed", tmp_path / "whole"
     resumed_dir.mkdir(), whole_dir.mkdir()
 
-    monkeypatch.setattr(script, "GPT_IMAGES", 6)  # a first run that stopped after 6 images
-    first, _ = script.encode_tokens(resumed_dir, vq)
+    first, _ = script.encode_tokens(resumed_dir, vq, 6)  # a first run that stopped after 6 images
     saved = torch.load(resumed_dir / "tokens.pt", weights_only=True)
     assert torch.equal(saved["tokens"], first)
     # mark the saved codes, to see that the rerun keeps them instead of encoding again
     torch.save({**saved, "tokens": torch.zeros_like(first)}, resumed_dir / "tokens.pt")
-    monkeypatch.setattr(script, "GPT_IMAGES", 10)
-    resumed, labels = script.encode_tokens(resumed_dir, vq)
-    whole, whole_labels = script.encode_tokens(whole_dir, vq)
+    resumed, labels = script.encode_tokens(resumed_dir, vq, 10)
+    whole, whole_labels = script.encode_tokens(whole_dir, vq, 10)
 
     assert resumed.shape == whole.shape == (10, 256)
     assert (resumed[:6] == 0).all() and torch.equal(resumed[6:], whole[6:]) and torch.equal(whole[:6], first)
     assert torch.equal(labels, whole_labels) and labels.tolist() == list(range(10))
-    monkeypatch.setattr(script, "GPT_IMAGES", 3)  # asking for fewer than are saved reads a prefix
-    assert torch.equal(script.encode_tokens(whole_dir, vq)[0], first[:3])
+    # asking for fewer than are saved reads a prefix
+    assert torch.equal(script.encode_tokens(whole_dir, vq, 3)[0], first[:3])
 
 
 def test_stage_checkpoint_round_trip(tmp_path):
