@@ -238,8 +238,9 @@ def encode_tokens(work: Path, vq: LlamaGenVQ, n_images: int) -> tuple[torch.Tens
 
 def train_gpt(work: Path, seed: int, tokens: torch.Tensor, labels: torch.Tensor, steps: int, compile: bool) -> LlamaGenGPT:
     """`steps`: the length of the cosine schedule; asking a finished run for more steps
-    resumes it on a new schedule (the learning rate warms up again). `compile`: run the training forward through `torch.compile` (about 1.3x faster steps
-    on CPU; needs a C++ compiler). Checkpoints hold the plain module's weights either way."""
+    resumes it on a new schedule (the learning rate warms up again). `compile`: run the
+    training forward through `torch.compile` (about 1.3x faster steps on CPU; needs a C++
+    compiler). Checkpoints hold the plain module's weights either way."""
     torch.manual_seed(seed + 1)
     gpt = LlamaGenGPT(GPT_CONFIG)
     stage = Stage("gpt", work, gpt, GPT_LR, seed + 1, weight_decay=0.05)

@@ -1,4 +1,5 @@
-"""The training script's token stage: a rerun continues an interrupted or shorter encoding."""
+"""The training script's resumability: the token stage continues an interrupted or shorter
+encoding, and a `Stage` checkpoint restores step, weights and generator state."""
 
 import importlib.util
 from pathlib import Path
