@@ -34,7 +34,7 @@ import mmspec
 from mmspec.assets import DEFAULT_ASSETS, load_default
 from mmspec.datasets.shapes import NUM_CLASSES, load_split
 from mmspec.decoding.generate import generate
-from mmspec.decoding.sampling import SamplingConfig
+from mmspec.core.sampling import SamplingConfig
 from mmspec.images import to_uint8
 from mmspec.metrics.classifier import classify
 from mmspec.metrics.fid import frechet_distance

@@ -59,8 +59,8 @@ CASES = [
 
 def make_inputs(case: Case, generator: torch.Generator, device: str) -> dict:
     """Random windows on `device`: CFG-combined logits, dense q near p, drafts from q."""
-    from mmspec.decoding.sampling import classifier_free_guidance
-    from mmspec.decoding.sampling import SamplingConfig, transform
+    from mmspec.core.sampling import classifier_free_guidance
+    from mmspec.core.sampling import SamplingConfig, transform
 
     N, S, V = case.batch, case.L + 1, case.V
     cond = torch.randn(N, S, V, generator=generator, device=device) * 3
@@ -84,7 +84,7 @@ def make_inputs(case: Case, generator: torch.Generator, device: str) -> dict:
 
 
 def make_rule(case: Case, generator: torch.Generator, device: str):
-    from mmspec.decoding.rules import ExactRule, GSDRule, LanternRule
+    from mmspec.core.rules import ExactRule, GSDRule, LanternRule
 
     if case.rule == "exact":
         return ExactRule()

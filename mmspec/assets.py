@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from mmspec.decoding.sampling import SamplingConfig
+from mmspec.core.sampling import SamplingConfig
 from mmspec.metrics.classifier import ClassifierConfig, ShapesClassifier
 from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig

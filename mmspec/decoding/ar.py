@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import torch
 
-from mmspec.decoding.contracts import TokenLayout, TokenSession
-from mmspec.decoding.sampling import SamplingConfig, sample, target_probs
+from mmspec.core.contracts import TokenLayout, TokenSession
+from mmspec.core.sampling import SamplingConfig, sample, target_probs
 from mmspec.decoding.stats import DecodeStats
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from mmspec.decoding.rules import ExactRule, GSDRule, LanternRule
+from mmspec.core.rules import ExactRule, GSDRule, LanternRule
 
 DRAFTING = ("ar", "sjd", "mc-sjd")
 RELAXED = ("lantern", "gsd")

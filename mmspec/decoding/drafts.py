@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from mmspec.decoding.contracts import TokenLayout
-from mmspec.decoding.sampling import categorical, uniforms
+from mmspec.core.contracts import TokenLayout
+from mmspec.core.sampling import categorical, uniforms
 
 
 def first_drafts(

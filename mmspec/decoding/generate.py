@@ -9,9 +9,9 @@ import torch
 
 from mmspec.decoding.ar import decode_ar
 from mmspec.decoding.config import DecodingConfig
-from mmspec.decoding.contracts import TokenModel
+from mmspec.core.contracts import TokenModel
 from mmspec.decoding.jacobi import decode_jacobi, extra_positions
-from mmspec.decoding.sampling import SamplingConfig
+from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.stats import DecodeStats
 
 

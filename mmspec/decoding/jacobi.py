@@ -31,9 +31,9 @@ import torch
 import torch.nn.functional as F
 
 from mmspec.decoding.config import DecodingConfig
-from mmspec.decoding.contracts import TokenLayout, TokenSession
+from mmspec.core.contracts import TokenLayout, TokenSession
 from mmspec.decoding.drafts import first_drafts
-from mmspec.decoding.sampling import SamplingConfig, guided_logits, sample, target_probs, uniforms
+from mmspec.core.sampling import SamplingConfig, guided_logits, sample, target_probs, uniforms
 from mmspec.decoding.stats import DecodeStats
 from mmspec.kernels.verify import verify
 

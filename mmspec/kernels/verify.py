@@ -13,7 +13,7 @@ import importlib.util
 
 import torch
 
-from mmspec.decoding.rules import ExactRule, GSDRule, LanternRule
+from mmspec.core.rules import ExactRule, GSDRule, LanternRule
 from mmspec.kernels.verify_reference import verify_reference
 from mmspec.kernels.verify_types import VERIFY_DOC, VerifyOutput
 

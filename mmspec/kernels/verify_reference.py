@@ -13,15 +13,15 @@ p_i for its position, and optionally a draft d_i drawn from q_i:
 Randomness comes in as float64 uniforms, two per slot (`accept_uniforms` for tests,
 `sample_uniforms` for draws), so that every implementation fed the same numbers makes the
 same decisions. Given logits instead of p, the reference runs the functions of
-`mmspec.decoding.sampling` first: it is the oracle of the fused transform too.
+`mmspec.core.sampling` first: it is the oracle of the fused transform too.
 """
 
 from __future__ import annotations
 
 import torch
 
-from mmspec.decoding.rules import ExactRule
-from mmspec.decoding.sampling import SamplingConfig, categorical, transform
+from mmspec.core.rules import ExactRule
+from mmspec.core.sampling import SamplingConfig, categorical, transform
 from mmspec.kernels.verify_types import VERIFY_DOC, VerifyOutput
 
 

@@ -40,7 +40,7 @@ import torch
 import triton
 import triton.language as tl
 
-from mmspec.decoding.rules import ExactRule, GSDRule, LanternRule
+from mmspec.core.rules import ExactRule, GSDRule, LanternRule
 from mmspec.kernels.verify import check_rule
 from mmspec.kernels.verify_types import VERIFY_DOC, VerifyOutput
 
@@ -278,7 +278,7 @@ def _residual_mass(p_row_ptr, q_row_ptr, d, q_scale, V, NO_DRAFT_PROBS: tl.const
 @triton.jit
 def _draw(p_row_ptr, q_row_ptr, d, q_scale, u, V, NO_DRAFT_PROBS: tl.constexpr, BLOCK_V: tl.constexpr):
     """A token from max(p - q_scale * q, 0), falling back to p when that has no mass, by
-    inverting the float64 CDF at u as `mmspec.decoding.sampling.categorical`."""
+    inverting the float64 CDF at u as `mmspec.core.sampling.categorical`."""
     total = _residual_mass(p_row_ptr, q_row_ptr, d, q_scale, V, NO_DRAFT_PROBS, BLOCK_V)
     if total == 0:  # p == q up to rounding: rejection had probability ~0
         q_scale = q_scale * 0.0

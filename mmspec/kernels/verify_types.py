@@ -35,11 +35,11 @@ VERIFY_DOC = """Verifies N windows of drafts against their target distributions.
     norm((p_i - q_i)+) (from p_i without a draft) and ends the committed run. Every later
     slot with a p gets its next draft: the maximal coupling of q_i and p_i (`coupling=True`,
     MC-SJD) or a fresh sample from p_i (SJD). Draws invert the float64 CDF at
-    `sample_uniforms`, as `mmspec.decoding.sampling.categorical`, so every implementation
+    `sample_uniforms`, as `mmspec.core.sampling.categorical`, so every implementation
     fed the same uniforms makes the same decisions.
 
     The target comes as probabilities, or as logits with the sampling transform fused in,
-    in the order of `mmspec.decoding.sampling`: allowed mask, temperature, top-k (ties at
+    in the order of `mmspec.core.sampling`: allowed mask, temperature, top-k (ties at
     the k-th kept), top-p (LlamaGen's shift by one), softmax; temperature 0 is one-hot on
     the arg-max. Classifier-free guidance is the caller's: pass the combined logits
     `uncond + s * (cond - uncond)`.

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
-from mmspec.decoding.contracts import TokenModel
-from mmspec.decoding.sampling import SamplingConfig, target_probs
+from mmspec.core.contracts import TokenModel
+from mmspec.core.sampling import SamplingConfig, target_probs
 
 
 def all_sequences(vocab_size: int, length: int) -> torch.Tensor:

@@ -4,13 +4,13 @@ Visual AR models spread probability over many tokens (a low mean top-1 probabili
 high entropy), which is why parallel decoding of images is hard and worth measuring; a
 near-deterministic model would make acceleration numbers meaningless. These statistics
 are computed on the distributions p the sampler draws from: the generated tokens are
-teacher-forced through the model in one forward and `mmspec.decoding.sampling.target_probs`
+teacher-forced through the model in one forward and `mmspec.core.sampling.target_probs`
 is applied to every position, which is exactly what AR decoding sampled from.
 
 Example:
     >>> import torch
     >>> from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
-    >>> from mmspec.decoding.sampling import SamplingConfig
+    >>> from mmspec.core.sampling import SamplingConfig
     >>> model = LlamaGenGPT(LlamaGenConfig(dim=64, n_layer=2, n_head=4, vocab_size=64, block_size=16, num_classes=10))
     >>> stats = token_statistics(model, torch.tensor([1, 2]), torch.zeros(2, 16, dtype=torch.long), SamplingConfig())
     >>> sorted(stats)
@@ -23,8 +23,8 @@ import math
 
 import torch
 
-from mmspec.decoding.contracts import TokenModel
-from mmspec.decoding.sampling import SamplingConfig, target_probs
+from mmspec.core.contracts import TokenModel
+from mmspec.core.sampling import SamplingConfig, target_probs
 
 
 @torch.no_grad()

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
-from mmspec.decoding.contracts import TokenLayout
+from mmspec.core.contracts import TokenLayout
 from mmspec.models.hf_session import DecoderSession
 
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from mmspec.decoding.contracts import GuidedLogits
+from mmspec.core.contracts import GuidedLogits
 from mmspec.models.kv_cache import CachedSession, StaticKVCache
 
 ATTENTION_KERNELS = ("eager", "sdpa")  # the kernels that take an arbitrary additive mask

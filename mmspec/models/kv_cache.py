@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from mmspec.decoding.contracts import GuidedLogits
+from mmspec.core.contracts import GuidedLogits
 
 
 class StaticKVCache:

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mmspec.checkpoint import JSONConfig, load_into, read_state_dict
-from mmspec.decoding.contracts import GuidedLogits, TokenLayout
+from mmspec.core.contracts import GuidedLogits, TokenLayout
 from mmspec.models.kv_cache import CachedSession, StaticKVCache
 
 

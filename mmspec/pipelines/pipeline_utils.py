@@ -13,9 +13,9 @@ import torch
 from diffusers import DiffusionPipeline
 
 from mmspec.decoding.config import DecodingConfig
-from mmspec.decoding.contracts import TokenLayout, TokenModel
+from mmspec.core.contracts import TokenLayout, TokenModel
 from mmspec.decoding.generate import as_decoding, generate
-from mmspec.decoding.sampling import SamplingConfig
+from mmspec.core.sampling import SamplingConfig
 from mmspec.images import to_pil
 from mmspec.pipelines.pipeline_output import ImagePipelineOutput
 

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from mmspec.decoding.generate import generate
-from mmspec.decoding.sampling import SamplingConfig
+from mmspec.core.sampling import SamplingConfig
 from mmspec.metrics.losslessness import all_sequences, chi_square, sequence_counts, sequence_probs
 from tests.decoding.helpers import tiny_model
 

@@ -1,7 +1,7 @@
 import pytest
 
 from mmspec.decoding.config import DECODINGS, DecodingConfig
-from mmspec.decoding.rules import GSDRule, LanternRule
+from mmspec.core.rules import GSDRule, LanternRule
 
 
 def test_every_listed_name_round_trips():

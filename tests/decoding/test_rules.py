@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from mmspec.decoding.rules import ExactRule, GSDRule, LanternRule, nearest_neighbours
+from mmspec.core.rules import ExactRule, GSDRule, LanternRule, nearest_neighbours
 
 
 def one_slot(p, q=None):

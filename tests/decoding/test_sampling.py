@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from mmspec.decoding.contracts import GuidedLogits
-from mmspec.decoding.sampling import (
+from mmspec.core.contracts import GuidedLogits
+from mmspec.core.sampling import (
     SamplingConfig,
     apply_temperature,
     categorical,

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from mmspec.decoding.rules import ExactRule
+from mmspec.core.rules import ExactRule
 from mmspec.kernels.verify import verify
 from mmspec.metrics.losslessness import chi_square
 

@@ -28,9 +28,9 @@ if not (ON_GPU or INTERPRETED):
                 "run this file first or alone", allow_module_level=True)
 
 import mmspec.kernels.verify_triton as vt  # noqa: E402
-from mmspec.decoding.rules import ExactRule, GSDRule, LanternRule  # noqa: E402
+from mmspec.core.rules import ExactRule, GSDRule, LanternRule  # noqa: E402
 from mmspec.kernels.verify import verify  # noqa: E402
-from mmspec.decoding.sampling import SamplingConfig, transform  # noqa: E402
+from mmspec.core.sampling import SamplingConfig, transform  # noqa: E402
 from mmspec.kernels.verify_reference import verify_reference  # noqa: E402
 
 DEVICE = "cpu" if INTERPRETED else "cuda"

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from mmspec.decoding.generate import generate
-from mmspec.decoding.sampling import SamplingConfig
+from mmspec.core.sampling import SamplingConfig
 from mmspec.metrics.token_stats import target_distributions, token_cross_entropy, token_statistics
 from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
 

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from mmspec.decoding.generate import generate
-from mmspec.decoding.sampling import SamplingConfig
+from mmspec.core.sampling import SamplingConfig
 from mmspec.models.emu3 import Emu3Condition, Emu3ImageGenerator
 from tests.pipelines.tiny_models import EMU3_GRID, emu3_inputs, tiny_emu3
 

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from mmspec.decoding.generate import generate
-from mmspec.decoding.sampling import SamplingConfig
+from mmspec.core.sampling import SamplingConfig
 from mmspec.models.janus import JanusCondition, JanusImageGenerator
 from tests.pipelines.tiny_models import JANUS_GRID, janus_inputs, tiny_janus
 

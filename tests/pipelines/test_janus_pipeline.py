@@ -4,7 +4,7 @@ import torch
 from PIL import Image
 
 from mmspec.decoding.generate import generate
-from mmspec.decoding.sampling import SamplingConfig
+from mmspec.core.sampling import SamplingConfig
 from mmspec.models.janus import JanusCondition, JanusImageGenerator
 from mmspec.pipelines.emu3 import Emu3Pipeline
 from mmspec.pipelines.janus import JanusPipeline

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from mmspec.decoding.contracts import GuidedLogits
+from mmspec.core.contracts import GuidedLogits
 
 
 @dataclass(frozen=True)
