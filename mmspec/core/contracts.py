@@ -1,10 +1,8 @@
-"""The two contracts between the decoding engine and a model family.
+"""The contracts between the decoding engine and a model family.
 
 The engine sees nothing else of a model: a `TokenModel` opens a `TokenSession` (the KV
-cache of one call) and a `TokenLayout` says where each generated position sits and which
-tokens it may hold. Images, video, audio frames, meshes and text are all a sequence of
-`layout.length` positions; the grid gives each position its coordinates so that spatial
-schedules (ZipAR, locality orders) and spatial draft initialisation can work on any of them.
+cache of one call) and a `TokenLayout` (`mmspec.core.layout`) says where each generated
+position sits and which tokens it may hold.
 """
 
 from __future__ import annotations
@@ -14,70 +12,7 @@ from typing import Any, Protocol
 
 import torch
 
-
-@dataclass(frozen=True)
-class TokenLayout:
-    """Where the generated positions sit and what each may hold.
-
-    Attributes:
-        grid (`tuple[int, ...]`): the shape the positions fill in row-major order:
-            `(rows, cols)` for an image, `(frames, rows, cols)` for video,
-            `(frames, codebooks)` for multi-codebook audio, `(length,)` for text.
-        vocab_size (`int`): size of the logits' last axis.
-        allowed (`torch.Tensor`, *optional*): bool `[V]` (same set everywhere) or `[T, V]`
-            (per position) of the tokens a position may hold; `None` allows all.
-        forced (`torch.Tensor`, *optional*): long `[T]`, the token a position must hold
-            (an end-of-line token, say) or -1 where it is free: `allowed_at` allows only
-            that token there.
-        token_embeddings (`torch.Tensor`, *optional*): `[V, E]`, a vector per token (VQ
-            codebook entries) for latent-neighbourhood acceptance rules.
-    """
-
-    grid: tuple[int, ...]
-    vocab_size: int
-    allowed: torch.Tensor | None = None
-    forced: torch.Tensor | None = None
-    token_embeddings: torch.Tensor | None = None
-
-    @property
-    def length(self) -> int:
-        n = 1
-        for size in self.grid:
-            n *= size
-        return n
-
-    @property
-    def rows(self) -> int:
-        """Rows of the last two grid axes (1 for a 1-D layout)."""
-        return self.grid[-2] if len(self.grid) >= 2 else 1
-
-    @property
-    def cols(self) -> int:
-        return self.grid[-1]
-
-    def coords(self) -> torch.Tensor:
-        """Long `[T, len(grid)]`: the grid coordinates of every position."""
-        axes = [torch.arange(size) for size in self.grid]
-        return torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1).reshape(self.length, len(self.grid))
-
-    def allowed_at(self, positions: torch.Tensor) -> torch.Tensor | None:
-        """Bool `[..., V]` allowed-token mask for long `positions [...]` (past the end: the
-        last position's), or None when everything is allowed. A forced position allows
-        only its forced token, so sampling and drafting need no special case for it."""
-        if self.allowed is None and self.forced is None:
-            return None
-        positions = positions.clamp(max=self.length - 1)
-        if self.allowed is None:
-            mask = torch.ones(*positions.shape, self.vocab_size, dtype=torch.bool, device=positions.device)
-        elif self.allowed.dim() == 1:
-            mask = self.allowed.to(positions.device).expand(*positions.shape, self.vocab_size)
-        else:
-            mask = self.allowed.to(positions.device)[positions]
-        if self.forced is not None:
-            forced = self.forced.to(positions.device)[positions]
-            one_hot = torch.nn.functional.one_hot(forced.clamp(min=0), self.vocab_size).bool()
-            mask = torch.where((forced >= 0)[..., None], one_hot, mask)
-        return mask
+from mmspec.core.layout import TokenLayout
 
 
 @dataclass
@@ -85,8 +20,9 @@ class GuidedLogits:
     """Logits of one forward: conditional rows, and unconditional rows under CFG.
 
     Attributes:
-        cond (`torch.Tensor`): float `[B, n, V]`; entry j predicts the token after input j.
-        uncond (`torch.Tensor`, *optional*): float `[B, n, V]`, same positions, null condition.
+        cond (`torch.Tensor`): float `[B, n, V]` (`[B, n, K, V]` for K tokens per step);
+            entry j predicts the step after input j.
+        uncond (`torch.Tensor`, *optional*): the same for the null condition.
     """
 
     cond: torch.Tensor
@@ -100,10 +36,14 @@ class TokenSession(Protocol):
     model's business). Positions >= `layout.length` are scratch: their cache slots are never
     attended, so finished sequences and windows that run past the end can still ride along
     in a batched forward.
+
+    A layout with K tokens per step takes `tokens [B, n, K]` and returns `[B, n, K, V]`
+    logits; with one token per step, `[B, n]` and `[B, n, V]`.
     """
 
     batch_size: int
     guided: bool  # whether forward returns unconditional logits too
+    prompt_tokens: torch.Tensor | None  # long [B, P], -1 = padding: what drafters may look up; None without
 
     def prefill_logits(self) -> GuidedLogits:
         """`[B, 1, V]` logits for position 0, computed when the session was opened."""

@@ -17,6 +17,8 @@ vectors); `bind(embeddings, allowed)` returns a copy holding the precomputed tab
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -179,3 +181,28 @@ class GSDRule:
 
 
 RULES = {"exact": ExactRule, "lantern": LanternRule, "gsd": GSDRule}
+
+
+_BOUND: OrderedDict = OrderedDict()  # (rule, digests) -> bound rule, the few most recent
+
+
+def digest(t: torch.Tensor | None) -> str | None:
+    if t is None:
+        return None
+    data = t.detach().float().cpu().contiguous().numpy().tobytes() if t.dtype != torch.bool else t.cpu().numpy().tobytes()
+    return hashlib.blake2b(data + str(tuple(t.shape)).encode(), digest_size=16).hexdigest()
+
+
+def bind_cached(rule, embeddings: torch.Tensor | None, allowed: torch.Tensor | None = None, capacity: int = 8):
+    """`rule.bind(embeddings, allowed)`, computed once per content of the tables: LANTERN's
+    neighbour search is quadratic in the codebook (32,768 codes for Emu3), and a layout is
+    rebuilt on every pipeline call."""
+    if rule.exact:
+        return rule.bind(embeddings, allowed)
+    key = (rule, digest(embeddings), digest(allowed))
+    if key not in _BOUND:
+        _BOUND[key] = rule.bind(embeddings, allowed)
+        while len(_BOUND) > capacity:
+            _BOUND.popitem(last=False)
+    _BOUND.move_to_end(key)
+    return _BOUND[key]

@@ -109,8 +109,8 @@ def to_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
 
 
 def guided_logits(logits: GuidedLogits, positions: torch.Tensor, config: SamplingConfig) -> torch.Tensor:
-    """CFG-combined logits `[B, n, V]` at the predicted `positions [B, n]` (the guidance
-    interval decides, per position, whether the unconditional rows take part)."""
+    """CFG-combined logits `[B, n, V]` (or `[B, n, K, V]`) at the predicted `positions [B, n]`
+    (the guidance interval decides, per position, whether the unconditional rows take part)."""
     x = logits.cond
     if not config.guided:
         return x
@@ -120,7 +120,7 @@ def guided_logits(logits: GuidedLogits, positions: torch.Tensor, config: Samplin
     if config.guidance_interval is not None:
         start, end = config.guidance_interval
         scale = torch.where((positions >= start) & (positions < end), scale, torch.ones_like(scale))
-    return classifier_free_guidance(logits.uncond, x, scale[..., None])
+    return classifier_free_guidance(logits.uncond, x, scale.view(*scale.shape, *[1] * (x.dim() - scale.dim())))
 
 
 def transform(logits: torch.Tensor, config: SamplingConfig, allowed: torch.Tensor | None = None) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""Plain autoregressive decoding: one token per forward, the baseline every method is
+"""Plain autoregressive decoding: one step per forward, the baseline every method is
 measured against and the exact reference for the lossless ones."""
 
 from __future__ import annotations
@@ -8,9 +8,12 @@ from collections.abc import Callable
 
 import torch
 
-from mmspec.core.contracts import TokenLayout, TokenSession
-from mmspec.core.sampling import SamplingConfig, sample, target_probs
+from mmspec.core.contracts import TokenSession
+from mmspec.core.layout import TokenLayout
+from mmspec.core.sampling import SamplingConfig, sample, transform
 from mmspec.decoding.stats import DecodeStats
+from mmspec.decoding.steps import allowed_steps, forward_steps, prefill_steps, prompt_steps, step_logits
+from mmspec.decoding.stopping import Stopping
 
 
 def decode_ar(
@@ -19,40 +22,49 @@ def decode_ar(
     sampling: SamplingConfig,
     generator: torch.Generator | None = None,
     on_step: Callable[[int, int], None] | None = None,
+    stopping: Stopping | None = None,
+    processors=(),
 ) -> tuple[torch.Tensor, DecodeStats]:
-    """Samples `layout.length` tokens one per forward.
+    """Samples `layout.length` steps one per forward, until every sequence has stopped.
 
-    Returns tokens `[B, T]` and their DecodeStats. `on_step(committed, total)` is called
-    after every forward (progress bars, callbacks).
+    Returns tokens `[B, T]` (`[B, T, K]` for K tokens per step) and their DecodeStats.
+    `on_step(committed, total)` is called after every forward (progress bars, callbacks).
     """
     start = time.perf_counter()
-    B, T = session.batch_size, layout.length
-    device = session.prefill_logits().cond.device
-    tokens = torch.empty(B, T, dtype=torch.long, device=device)
+    B, T, K = session.batch_size, layout.length, layout.tokens_per_step
+    logits = prefill_steps(session, K)
+    device = logits.cond.device
+    stopping = stopping or Stopping.none(B, T, device)
+    prompt = prompt_steps(session, K)
+    tokens = torch.full((B, T, K), -1, dtype=torch.long, device=device)
+    committed = torch.zeros(B, T, dtype=torch.bool, device=device)
     commit_iteration = torch.arange(T, device=device).expand(B, T).clone()
 
-    # 1. the prefill predicts position 0
-    pos = torch.zeros(B, 1, dtype=torch.long, device=device)
-    tokens[:, :1] = sample(target_probs(session.prefill_logits(), pos, sampling, layout.allowed_at(pos)), generator)
-    if on_step:
-        on_step(1, T)
-    for t in range(1, T):
-        # 2. forward the last token; 3. commit it (its keys were computed on committed context)
-        prev = pos
-        logits = session.forward(tokens[:, t - 1 : t], prev)
-        session.commit(prev, torch.ones_like(prev, dtype=torch.bool))
-        # 4. sample the next one
-        pos = prev + 1
-        probs = target_probs(logits, pos, sampling, layout.allowed_at(pos))
-        tokens[:, t : t + 1] = sample(probs, generator)
+    t = 0
+    while True:
+        # 1. draw step t from the logits that predict it (the prefill's for t = 0)
+        pos = torch.full((B, 1), t, dtype=torch.long, device=device)
+        history = torch.where(committed, tokens[..., 0], -1)[:, None]
+        probs = transform(step_logits(logits, pos, sampling, processors, prompt, history), sampling, allowed_steps(layout, pos))
+        tokens[:, t] = sample(probs, generator)[:, 0]
+        committed[:, t] = True
+        stopping.update(tokens, committed)
         if on_step:
-            on_step(t + 1, T)
+            on_step(int(stopping.done(committed).sum()) // B, T)
+        if t == T - 1 or stopping.all_done(committed):
+            break
+        # 2. forward it and commit its cache slot (its keys were computed on committed context)
+        logits = forward_steps(session, tokens[:, t : t + 1], pos)
+        session.commit(pos, torch.ones_like(pos, dtype=torch.bool))
+        t += 1
     stats = DecodeStats(
         method="ar",
         exact=True,
-        forward_passes=T,
-        tokens_committed=B * T,
+        forward_passes=t + 1,
+        tokens_committed=int(stopping.lengths.sum()) * K,
         wall_time_s=time.perf_counter() - start,
-        commit_iteration=commit_iteration,
+        commit_iteration=stopping.padded_iterations(commit_iteration),
+        lengths=stopping.lengths.clone(),
     )
-    return tokens, stats
+    tokens = stopping.padded(tokens)
+    return (tokens[..., 0] if K == 1 else tokens), stats

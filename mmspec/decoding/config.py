@@ -1,9 +1,12 @@
 """DecodingConfig: which method decodes, parsed from names such as "zipar+mc-sjd+gsd".
 
-A method is three independent choices:
+A method is four independent choices:
   * drafting: "ar" (none), "sjd" (fresh drafts each iteration) or "mc-sjd" (coupled drafts);
   * acceptance: exact (default), "lantern" or "gsd" (relaxed; need sjd or mc-sjd);
-  * schedule: raster order (default) or "zipar" (rows decoded side by side).
+  * schedule: raster order (default), "zipar" (rows decoded side by side) or a schedule
+    object (`mmspec.decoding.schedules`: `Frames` for video);
+  * first drafts: a drafter (`mmspec.decoding.drafts`) by name ("random", "above",
+    "lookup+above", ...) or as an object.
 """
 
 from __future__ import annotations
@@ -12,10 +15,11 @@ import itertools
 from dataclasses import dataclass, field
 
 from mmspec.core.rules import ExactRule, GSDRule, LanternRule
+from mmspec.decoding.drafts import drafter_from_name
+from mmspec.decoding.schedules import Frames, Raster, ZipAR
 
 DRAFTING = ("ar", "sjd", "mc-sjd")
 RELAXED = ("lantern", "gsd")
-INITS = ("random", "left", "above")
 
 
 def _valid_names() -> list[str]:
@@ -39,10 +43,14 @@ class DecodingConfig:
         method (`str`, defaults to "mc-sjd"): "ar", "sjd" or "mc-sjd".
         rule: `ExactRule()` (lossless), `LanternRule(k, delta | lam)` or `GSDRule(...)`.
         window (`int`, defaults to 16): Jacobi draft window L (drafts per forward and open row).
-        init (`str`, defaults to "random"): first drafts of a slot: uniform over the allowed
-            tokens, or a copy of the token to the "left" or "above" (random where there is none).
+        init (`str` or a drafter, defaults to "random"): first drafts of a slot: uniform over
+            the allowed tokens, a copy of the token to the "left" or "above", "lookup" (n-gram
+            lookup in the prompt and the history), several joined by "+" (the first that
+            proposes wins; random fills the rest), or a drafter object.
         zipar_window (`int`, *optional*): ZipAR: open row r+1 once row r has this many
             committed tokens; `None` decodes in raster order.
+        schedule (*optional*): a schedule object (`Frames(rows=2)`, `ZipAR(4, axis=...)`)
+            instead of `zipar_window`.
 
     Example:
         >>> DecodingConfig.from_name("zipar+mc-sjd+gsd", window=8).name
@@ -52,8 +60,9 @@ class DecodingConfig:
     method: str = "mc-sjd"
     rule: ExactRule | LanternRule | GSDRule = field(default_factory=ExactRule)
     window: int = 16
-    init: str = "random"
+    init: object = "random"
     zipar_window: int | None = None
+    schedule: Raster | ZipAR | Frames | None = None
 
     def __post_init__(self):
         if self.method not in DRAFTING:
@@ -62,15 +71,29 @@ class DecodingConfig:
             raise ValueError(f"{self.rule.name} is an acceptance rule for Jacobi drafts; use it with sjd or mc-sjd")
         if self.method != "ar" and (isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1):
             raise ValueError(f"window must be an integer >= 1, got {self.window!r}")
-        if self.init not in INITS:
-            raise ValueError(f"unknown draft init {self.init!r}; choose from {', '.join(INITS)}")
-        if self.zipar_window is not None and (isinstance(self.zipar_window, bool) or not isinstance(self.zipar_window, int) or self.zipar_window < 1):
-            raise ValueError(f"zipar_window must be an integer >= 1, got {self.zipar_window!r}")
+        self.drafter  # a clear error for an unknown name
+        if self.zipar_window is not None:
+            if self.schedule is not None:
+                raise ValueError("give zipar_window or schedule, not both")
+            ZipAR(self.zipar_window)  # checks the window
+
+    @property
+    def drafter(self):
+        """The first-draft drafter object (`init` by name, or as given)."""
+        return drafter_from_name(self.init) if isinstance(self.init, str) else self.init
+
+    @property
+    def scheduler(self) -> Raster | ZipAR | Frames:
+        """The schedule object: `schedule`, ZipAR at `zipar_window`, or raster order."""
+        if self.schedule is not None:
+            return self.schedule
+        return ZipAR(self.zipar_window) if self.zipar_window is not None else Raster()
 
     @property
     def name(self) -> str:
-        parts = ["zipar"] if self.zipar_window else []
-        if not (self.zipar_window and self.method == "ar"):
+        schedule = self.scheduler.name
+        parts = [] if schedule == "raster" else [schedule]
+        if not (parts and self.method == "ar"):
             parts.append(self.method)
         if not self.rule.exact:
             parts.append(self.rule.name)
@@ -79,11 +102,14 @@ class DecodingConfig:
     def describe(self) -> str:
         """The name plus every parameter that differs from its default, for tables."""
         params = []
-        for field_name, default in (("window", 16), ("init", "random")):
-            if self.method != "ar" and getattr(self, field_name) != default:
-                params.append(f"{field_name}={getattr(self, field_name)}")
+        if self.method != "ar" and self.window != 16:
+            params.append(f"window={self.window}")
+        if self.method != "ar" and self.drafter.name != "random":
+            params.append(f"init={self.drafter.name}")
         if self.zipar_window not in (None, 8):
             params.append(f"zipar_window={self.zipar_window}")
+        if isinstance(self.schedule, (ZipAR, Frames)):
+            params.append(repr(self.schedule))
         defaults = {"lantern": LanternRule(), "gsd": GSDRule()}.get(self.rule.name)
         if defaults is not None:
             for f in ("k", "delta", "lam", "rank_window", "prob_gap", "embed_dist"):
@@ -93,8 +119,9 @@ class DecodingConfig:
 
     @property
     def exact(self) -> bool:
-        """Whether the output distribution is the model's (ZipAR drops context, so never)."""
-        return self.rule.exact and self.zipar_window is None
+        """Whether the output distribution is the model's (ZipAR and frame schedules drop
+        context, so never)."""
+        return self.rule.exact and self.scheduler.exact
 
     @property
     def draft_window(self) -> int:

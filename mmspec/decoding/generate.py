@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
+from mmspec.core.contracts import TokenModel
+from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.ar import decode_ar
 from mmspec.decoding.config import DecodingConfig
-from mmspec.core.contracts import TokenModel
 from mmspec.decoding.jacobi import decode_jacobi, extra_positions
-from mmspec.core.sampling import SamplingConfig
+from mmspec.decoding.schedules import Raster
 from mmspec.decoding.stats import DecodeStats
+from mmspec.decoding.stopping import Stopping
 
 
 def as_decoding(decoding: str | DecodingConfig) -> DecodingConfig:
@@ -30,6 +32,11 @@ def generate(
     generator: torch.Generator | None = None,
     on_step: Callable[[int, int], None] | None = None,
     layout=None,
+    *,
+    stop_tokens: Sequence[int] = (),
+    max_length: int | None = None,
+    pad_token_id: int | None = None,
+    processors: Sequence = (),
 ) -> tuple[torch.Tensor, DecodeStats]:
     """Generates one sample per condition of the batch.
 
@@ -45,9 +52,16 @@ def generate(
             per sequence, total) after each forward.
         layout (`TokenLayout`, *optional*): overrides `model.layout()`, e.g. to add the
             tokenizer's codebook for LANTERN and GSD.
+        stop_tokens (`Sequence[int]`, *optional*): ids that end a sequence (each sequence of
+            the batch at its own first one, which is kept); positions after it hold
+            `pad_token_id` (default: the first stop id).
+        max_length (`int`, *optional*): steps to generate at most (default: the layout's length).
+        processors (`Sequence`, *optional*): history-dependent logits processors
+            (`mmspec.core.processors`: repetition penalty, no-repeat n-gram, minimum length).
 
     Returns:
-        tokens `[B, T]` (long) and a `DecodeStats`.
+        tokens `[B, T]` (long; `[B, T, K]` for K tokens per step) and a `DecodeStats`
+        (`stats.lengths`: each sequence's length).
 
     Example:
         >>> import torch
@@ -62,8 +76,12 @@ def generate(
     sampling = sampling or SamplingConfig()
     config = as_decoding(decoding)
     layout = layout or model.layout()
-    if config.method == "ar" and config.zipar_window is None:
+    if max_length is not None:
+        layout = layout.truncate(max_length)
+    if config.method == "ar" and isinstance(config.scheduler, Raster):
         session = model.start(condition, guided=sampling.guided)
-        return decode_ar(session, layout, sampling, generator, on_step)
+        stopping = Stopping.at(stop_tokens, pad_token_id, session.batch_size, layout.length, session.prefill_logits().cond.device)
+        return decode_ar(session, layout, sampling, generator, on_step, stopping, processors)
     session = model.start(condition, guided=sampling.guided, extra_positions=extra_positions(layout, config))
-    return decode_jacobi(session, layout, sampling, config, generator, on_step)
+    stopping = Stopping.at(stop_tokens, pad_token_id, session.batch_size, layout.length, session.prefill_logits().cond.device)
+    return decode_jacobi(session, layout, sampling, config, generator, on_step, stopping, processors)

@@ -1,56 +1,267 @@
-"""Jacobi decoding: SJD, MC-SJD and their relaxed and ZipAR variants in one loop.
+"""Jacobi decoding: SJD, MC-SJD and their relaxed and scheduled variants in one loop.
 
-The sequence is cut into segments decoded side by side: one segment in raster order, the
-rows of the grid under ZipAR (row r opens once row r-1 has `zipar_window` tokens). Each
-open segment keeps a window of L drafts after its first undecoded position n. One
+The schedule (`mmspec.decoding.schedules`) cuts the sequence into segments decoded side
+by side: one in raster order, the rows of the grid under ZipAR, the frames of a video.
+Each open segment keeps a window of L drafts after its first undecoded position n. One
 forward serves every window of every sequence in the batch:
 
-    inputs of a window = [token at n-1] + drafts at n .. n+L-1
+    inputs of a window = [step at n-1] + drafts at n .. n+L-1
 
 (no draft on the segment's last position is fed: its output would predict outside the
-segment). Input j predicts position n+j, so slot j of the window holds p for position
-n+j and the draft there. Verification (`mmspec.kernels.verify`) commits the accepted
-drafts and one drawn token per window; the window then slides by what it committed, and
-its later slots carry their next drafts (q = their p) into the next iteration.
+segment). Input j predicts position n+j, so window slot j holds p for position n+j and the
+draft there. Verification (`mmspec.kernels.verify`) commits the accepted drafts and one
+drawn step per window; the window then slides by what it committed, and its later slots
+carry their next drafts (q = their p) into the next iteration.
 
-Cache rules: the token at n-1 and the accepted drafts were computed on committed context,
+Cache rules: the step at n-1 and the accepted drafts were computed on committed context,
 so their cache slots are committed; everything else is discarded by not committing it.
 A segment whose predecessor is not decoded yet (a new ZipAR row) feeds a stand-in at
 position n-1: the forced token there if the layout has one (an end-of-line token: exact
-input, as ZipAR's Lumina port), else the previous row's latest token (ZipAR's LlamaGen
-port); a stand-in is never committed. When a row finishes, its last token is fed once
-more so that later rows can attend to it.
+input, as ZipAR's Lumina port), else the previous segment's latest token (ZipAR's LlamaGen
+port); a stand-in is never committed. When a segment finishes, its last step is fed once
+more so that later segments can attend to it.
+
+Names: `b` indexes the batch, `r` the segments (one window each), `slot` a window's slots
+0..S-1 (S = L + 1); a *position* is an index into the generated sequence (the session maps
+positions to its cache slots). A step holds K tokens (one, or K codebooks).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
+from mmspec.core.contracts import TokenSession
+from mmspec.core.layout import TokenLayout
+from mmspec.core.rules import bind_cached
+from mmspec.core.sampling import SamplingConfig, sample, transform, uniforms
 from mmspec.decoding.config import DecodingConfig
-from mmspec.core.contracts import TokenLayout, TokenSession
 from mmspec.decoding.drafts import first_drafts
-from mmspec.core.sampling import SamplingConfig, guided_logits, sample, target_probs, uniforms
 from mmspec.decoding.stats import DecodeStats
+from mmspec.decoding.steps import allowed_steps, forward_steps, prefill_steps, prompt_steps, step_logits
+from mmspec.decoding.stopping import Stopping
 from mmspec.kernels.verify import verify
-
-
-def segments(layout: TokenLayout, config: DecodingConfig) -> tuple[torch.Tensor, int]:
-    """Start positions `[R]` of the segments and their length."""
-    T = layout.length
-    seg_len = layout.cols if config.zipar_window else T
-    if config.zipar_window and (len(layout.grid) < 2 or layout.cols < 2):
-        raise ValueError(f"ZipAR decodes rows side by side; layout grid {layout.grid} has no rows")
-    return torch.arange(0, T, seg_len), seg_len
 
 
 def extra_positions(layout: TokenLayout, config: DecodingConfig) -> int:
     """Scratch positions a batched forward may need past the end (padding inputs)."""
-    starts, _ = segments(layout, config)
-    return len(starts) * (config.draft_window + 1)
+    return len(config.scheduler.plan(layout)) * (config.draft_window + 1)
+
+
+@dataclass
+class Inputs:
+    """One forward's packed inputs `[B, M]` and how they map back to window slots."""
+
+    tokens: torch.Tensor  # [B, M, K]
+    positions: torch.Tensor  # [B, M]; scratch positions >= T where padding
+    segments: torch.Tensor  # [B, M]
+    valid: torch.Tensor  # [B, M] bool
+    take: torch.Tensor  # [B, M]: input -> candidate index (r * S + slot)
+    num_slots: torch.Tensor  # [B, R]: window slots that get a p (0 for a closed window)
+    slot_input: torch.Tensor  # [B, R*S]: candidate -> input index
+    on_committed_context: torch.Tensor  # [B, R*S] bool: the candidate's context is committed
+
+
+class JacobiLoop:
+    """The state of one decoding call and its named steps; `run()` loops them."""
+
+    def __init__(self, session: TokenSession, layout: TokenLayout, sampling: SamplingConfig, config: DecodingConfig,
+                 generator: torch.Generator | None, stopping: Stopping, processors=()):
+        self.session, self.layout, self.sampling, self.config = session, layout, sampling, config
+        self.generator, self.stopping, self.processors = generator, stopping, tuple(processors)
+        self.rule = bind_cached(config.rule, layout.token_embeddings, layout.allowed)
+        self.drafter = config.drafter
+        self.device = device = session.prefill_logits().cond.device
+        plan = config.scheduler.plan(layout)
+        self.starts, self.ends = plan.starts.to(device), plan.ends.to(device)
+        self.parent, self.need = plan.parent.to(device), plan.need.to(device)
+        B, T, K, V = session.batch_size, layout.length, layout.tokens_per_step, layout.vocab_size
+        R, L = len(plan), config.draft_window
+        self.B, self.T, self.K, self.V, self.R, self.L, self.S = B, T, K, V, R, L, L + 1
+        self.prompt = prompt_steps(session, K)
+
+        self.tokens = torch.full((B, T, K), -1, dtype=torch.long, device=device)
+        self.committed = torch.zeros(B, T, dtype=torch.bool, device=device)
+        self.kv_done = torch.zeros(B, T, dtype=torch.bool, device=device)
+        self.commit_iteration = torch.zeros(B, T, dtype=torch.long, device=device)
+        self.drafts = torch.full((B, R, L, K), -1, dtype=torch.long, device=device)
+        self.draft_q = torch.zeros(B, R, L, K, V, device=device)
+        self.n = self.starts.expand(B, R).clone()  # first undecoded position of each window
+        self.opened = torch.zeros(B, R, dtype=torch.bool, device=device)
+        self.b = torch.arange(B, device=device)[:, None]
+        self.slot = torch.arange(self.S, device=device)
+        self.forwards = 0
+
+    # -- steps -------------------------------------------------------------------------
+
+    def prefill(self) -> None:
+        """The prefill predicts position 0, drawn as AR does."""
+        pos0 = torch.zeros(self.B, 1, dtype=torch.long, device=self.device)
+        history = self.tokens[..., 0][:, None].clamp(max=-1)  # nothing generated yet
+        logits = step_logits(prefill_steps(self.session, self.K), pos0, self.sampling, self.processors, self.prompt, history)
+        first = sample(transform(logits, self.sampling, allowed_steps(self.layout, pos0)), self.generator)
+        self.commit_run(self.b, torch.zeros_like(self.b), first[:, :1], torch.ones_like(self.b, dtype=torch.bool))
+        self.n[:, 0] = 1
+        self.forwards = 1
+
+    def open_windows(self) -> torch.Tensor:
+        """Opens the segments whose parent has progressed enough; gives first drafts to
+        the slots of live windows that have none. Returns `live [B, R]`."""
+        progress = (self.n - self.starts).gather(1, self.parent.clamp(min=0).expand(self.B, -1))
+        self.opened |= (self.parent < 0) | (progress >= self.need)
+        live = self.opened & (self.n < self.ends) & ~self.stopping.finished[:, None]
+        slot_pos = self.n[..., None] + self.slot[: self.L]  # [B, R, L]
+        in_seg = slot_pos < self.ends[None, :, None]
+        undrafted = (self.drafts < 0).any(-1)
+        need = live[..., None] & in_seg & undrafted
+        if bool(need.any()):
+            history = self.tokens.clone()
+            placed = live[..., None] & in_seg & ~undrafted
+            history[self.b[..., None].expand_as(slot_pos)[placed], slot_pos[placed]] = self.drafts[placed]
+            where = torch.where(need, slot_pos, -1).view(self.B, -1)
+            new = first_drafts(self.drafter, history, where, self.layout, self.prompt, self.generator)
+            new = new.view(self.B, self.R, self.L, self.K)
+            self.drafts = torch.where(need[..., None], new, self.drafts)
+            self.draft_q = torch.where(need[..., None, None], F.one_hot(new.clamp(min=0), self.V).float(), self.draft_q)
+        return live
+
+    def pack_inputs(self, live: torch.Tensor) -> Inputs:
+        """Per window its predecessor at n-1, then the drafts that predict inside the
+        segment; valid inputs first, padded to the longest sequence of the batch."""
+        B, R, S, T, n = self.B, self.R, self.S, self.T, self.n
+        slot_pos = n[..., None] + self.slot[: self.L]
+        fed = live[..., None] & (slot_pos < (self.ends - 1)[None, :, None])  # [B, R, L]
+        pending = (n == self.ends) & (self.ends < T) & ~self.kv_done.gather(1, (self.ends - 1).expand(B, R))
+        pending &= ~self.stopping.finished[:, None]
+        if R > 1:  # a new segment whose predecessor is that last step feeds it itself
+            pending[:, :-1] &= ~(live[:, 1:] & (n[:, 1:] == self.starts[1:]))
+        has_pred = live | pending
+        pred_pos = (n - 1).clamp(min=0)
+        pred_known = self.committed.gather(1, pred_pos)
+        stand_in = torch.zeros(B, R, self.K, dtype=torch.long, device=self.device)
+        stand_in[:, 1:] = self.tokens[self.b, (n[:, :-1] - 1).clamp(min=0)].clamp(min=0)
+        if self.layout.forced is not None:
+            forced = self.layout.forced.to(self.device)[pred_pos].view(B, R, -1)
+            stand_in = torch.where(forced >= 0, forced, stand_in)
+        pred_tok = torch.where(pred_known[..., None], self.tokens[self.b, pred_pos], stand_in)
+
+        cand_valid = torch.cat([has_pred[..., None], fed], -1).view(B, -1)  # [B, R*S]
+        cand_tok = torch.cat([pred_tok[:, :, None], self.drafts.clamp(min=0)], 2).view(B, R * S, self.K)
+        cand_pos = torch.cat([pred_pos[..., None], slot_pos], -1).view(B, -1)
+        cand_seg = torch.arange(R, device=self.device)[:, None].expand(R, S).reshape(1, -1).expand(B, -1)
+        cand_true = torch.cat([(has_pred & pred_known)[..., None], fed & (self.drafts >= 0).all(-1)], -1).view(B, -1)
+        order = torch.argsort((~cand_valid).int(), dim=1, stable=True)  # valid candidates first
+        M = int(cand_valid.sum(1).max())
+        take = order[:, :M]
+        valid = cand_valid.gather(1, take)
+        pad = torch.arange(M, device=self.device).expand(B, M)
+        return Inputs(
+            tokens=torch.where(valid[..., None], cand_tok.gather(1, take[..., None].expand(B, M, self.K)), 0),
+            positions=torch.where(valid, cand_pos.gather(1, take), T + pad),
+            segments=torch.where(valid, cand_seg.gather(1, take), R + pad),
+            valid=valid,
+            take=take,
+            num_slots=torch.where(live, 1 + fed.sum(-1), 0),
+            slot_input=torch.where(cand_valid, cand_valid.long().cumsum(1) - 1, 0),
+            on_committed_context=cand_true,
+        )
+
+    def window_history(self) -> torch.Tensor:
+        """Long `[B, R, S, T]`: what window slot j has seen (committed tokens before the
+        window, then the window's drafts before slot j), for history-dependent processors."""
+        pos = torch.arange(self.T, device=self.device)
+        known = torch.where(self.committed, self.tokens[..., 0], -1)[:, None].expand(self.B, self.R, self.T)
+        known = torch.where(pos < self.n[..., None], known, -1)
+        hist = known[:, :, None].expand(self.B, self.R, self.S, self.T).clone()
+        offset = pos - self.n[..., None, None]  # [B, R, 1, T]: index into the window's drafts
+        drafts = self.drafts[..., 0].gather(2, offset.clamp(0, self.L - 1).expand(-1, -1, 1, -1)[:, :, 0])[:, :, None]
+        before_slot = (offset >= 0) & (offset < self.slot[:, None])  # [B, R, S, T]
+        return torch.where(before_slot, drafts, hist)
+
+    def forward_and_verify(self, inputs: Inputs):
+        """One forward; every window's slot j gets p for position n+j from candidate j."""
+        B, R, S, K, V, T = self.B, self.R, self.S, self.K, self.V, self.T
+        logits = forward_steps(self.session, inputs.tokens, inputs.positions, inputs.segments)
+        self.forwards += 1
+        predicted = (inputs.positions + 1).clamp(max=T - 1)
+        by_slot = inputs.slot_input  # [B, R*S]
+        slot_logits = lambda x: x.gather(1, by_slot[..., None, None].expand(-1, -1, K, V))
+        win_pos = (self.n[..., None] + self.slot).clamp(max=T - 1).view(B, -1)
+        if self.processors:  # scored per window slot, each with its own history
+            history = self.window_history().view(B, R * S, T)
+            picked = type(logits)(slot_logits(logits.cond), None if logits.uncond is None else slot_logits(logits.uncond))
+            logits_win = step_logits(picked, win_pos, self.sampling, self.processors, self.prompt, history)
+        else:
+            logits_win = slot_logits(step_logits(logits, predicted, self.sampling))
+        allowed = allowed_steps(self.layout, win_pos)
+        in_seg = self.n[..., None] + self.slot[: self.L] < self.ends[None, :, None]
+        drafts = torch.cat([torch.where(in_seg[..., None], self.drafts, -1), self.drafts.new_full((B, R, 1, K), -1)], 2)
+        q = torch.cat([self.draft_q, self.draft_q.new_zeros(B, R, 1, K, V)], 2)
+        N = B * R
+        out = verify(
+            None, q.view(N, S, K, V), drafts.view(N, S, K), inputs.num_slots.view(N),
+            uniforms((N, S, K), self.generator, self.device), uniforms((N, S, K), self.generator, self.device),
+            target_logits=logits_win.reshape(N, S, K, V), sampling=self.sampling,
+            allowed=None if allowed is None else allowed.reshape(N, S, K, V),
+            rule=self.rule, coupling=self.config.method == "mc-sjd",
+        )
+        return out
+
+    def commit_run(self, b: torch.Tensor, pos: torch.Tensor, steps: torch.Tensor, mask: torch.Tensor) -> None:
+        """Commits `steps [..., K]` at `pos` of sequences `b` where `mask`."""
+        at = (b.expand_as(pos)[mask], pos[mask])
+        self.tokens[at] = steps[mask]
+        self.committed[at] = True
+        self.commit_iteration[at] = max(self.forwards - 1, 0)
+        self.stopping.update(self.tokens, self.committed)
+
+    def commit_and_slide(self, inputs: Inputs, out) -> None:
+        """Commits each window's run, keeps the cache entries computed on committed
+        context, and slides the windows, carrying the later slots' next drafts."""
+        B, R, S, K, V = self.B, self.R, self.S, self.K, self.V
+        num_slots = inputs.num_slots
+        committed = self.stopping.cut(out.committed.view(B, R), out.tokens.view(B, R, S, K))
+        accepted = out.accepted.view(B, R)
+        steps = out.tokens.view(B, R, S, K)
+        self.commit_run(self.b[..., None], self.n[..., None] + self.slot, steps, self.slot < committed[..., None])
+        draft_ok = torch.cat([torch.ones_like(accepted, dtype=torch.bool)[..., None], self.slot[: self.L] < accepted[..., None]], -1)
+        keep = (inputs.on_committed_context & draft_ok.view(B, -1)).gather(1, inputs.take) & inputs.valid
+        self.session.commit(inputs.positions, keep)
+        self.kv_done[self.b.expand_as(keep)[keep], inputs.positions[keep]] = True
+        self.n = self.n + committed
+        p = out.target_probs.view(B, R, S, K, V) * (self.slot[:, None, None] < num_slots[..., None, None, None])
+        src = self.slot[: self.L] + committed[..., None]  # new slot i takes old slot i + c
+        carried = src < num_slots[..., None]
+        src = src.clamp(max=S - 1)
+        self.drafts = torch.where(carried[..., None], steps.gather(2, src[..., None].expand(-1, -1, -1, K)), -1)
+        self.draft_q = p.gather(2, src[..., None, None].expand(-1, -1, -1, K, V)) * carried[..., None, None]
+
+    def run(self, on_step: Callable[[int, int], None] | None = None) -> tuple[torch.Tensor, DecodeStats]:
+        start = time.perf_counter()
+        self.prefill()
+        if on_step:
+            on_step(1, self.T)
+        while not self.stopping.all_done(self.committed):
+            live = self.open_windows()
+            inputs = self.pack_inputs(live)
+            self.commit_and_slide(inputs, self.forward_and_verify(inputs))
+            if on_step:
+                on_step(int(self.stopping.done(self.committed).sum()) // self.B, self.T)
+        tokens = self.stopping.padded(self.tokens)
+        stats = DecodeStats(
+            method=self.config.name,
+            exact=self.config.exact,
+            forward_passes=self.forwards,
+            tokens_committed=int(self.stopping.lengths.sum()) * self.K,
+            wall_time_s=time.perf_counter() - start,
+            commit_iteration=self.stopping.padded_iterations(self.commit_iteration),
+            lengths=self.stopping.lengths.clone(),
+        )
+        return (tokens[..., 0] if self.K == 1 else tokens), stats
 
 
 def decode_jacobi(
@@ -60,139 +271,12 @@ def decode_jacobi(
     config: DecodingConfig,
     generator: torch.Generator | None = None,
     on_step: Callable[[int, int], None] | None = None,
+    stopping: Stopping | None = None,
+    processors=(),
 ) -> tuple[torch.Tensor, DecodeStats]:
-    """Decodes `layout.length` tokens per sequence with `config`; see the module docstring.
+    """Decodes `layout.length` steps per sequence with `config`; see the module docstring.
 
     The session must have been started with `extra_positions(layout, config)`.
     """
-    start_time = time.perf_counter()
-    B, T, V = session.batch_size, layout.length, layout.vocab_size
-    L, S = config.draft_window, config.draft_window + 1
-    rule = config.rule.bind(layout.token_embeddings, layout.allowed)
-    device = session.prefill_logits().cond.device
-    seg_start, seg_len = segments(layout, config)
-    seg_start = seg_start.to(device)
-    R = len(seg_start)
-    seg_end = seg_start + seg_len
-    lag = min(config.zipar_window or seg_len, seg_len)
-
-    tokens = torch.full((B, T), -1, dtype=torch.long, device=device)
-    committed = torch.zeros(B, T, dtype=torch.bool, device=device)
-    kv_done = torch.zeros(B, T, dtype=torch.bool, device=device)
-    commit_iteration = torch.zeros(B, T, dtype=torch.long, device=device)
-    drafts = torch.full((B, R, L), -1, dtype=torch.long, device=device)
-    draft_q = torch.zeros(B, R, L, V, device=device)
-    n = seg_start.expand(B, R).clone()  # first undecoded position of each window
-    opened = torch.zeros(B, R, dtype=torch.bool, device=device)
-    opened[:, 0] = True
-    rows = torch.arange(B, device=device)[:, None]
-    slot = torch.arange(S, device=device)
-
-    # 0. the prefill predicts position 0, drawn as AR does
-    pos0 = torch.zeros(B, 1, dtype=torch.long, device=device)
-    tokens[:, :1] = sample(target_probs(session.prefill_logits(), pos0, sampling, layout.allowed_at(pos0)), generator)
-    committed[:, 0] = True
-    n[:, 0] = 1
-    forwards = 1
-    if on_step:
-        on_step(1, T)
-
-    while not bool(committed.all()):
-        # 1. open positions: ZipAR rows whose row above has `lag` tokens; first drafts
-        if R > 1:
-            opened[:, 1:] |= (n - seg_start)[:, :-1] >= lag
-        live = opened & (n < seg_end)  # [B, R]
-        slot_pos = n[..., None] + slot[:L]  # [B, R, L]
-        in_seg = slot_pos < seg_end[None, :, None]
-        need = live[..., None] & in_seg & (drafts < 0)
-        if bool(need.any()):
-            best = tokens.clone()
-            placed = live[..., None] & in_seg & (drafts >= 0)
-            best[rows[..., None].expand(B, R, L)[placed], slot_pos[placed]] = drafts[placed]
-            new = first_drafts(best, torch.where(need, slot_pos, -1).view(B, R * L), layout, config.init, generator).view(B, R, L)
-            drafts = torch.where(need, new, drafts)
-            draft_q = torch.where(need[..., None], F.one_hot(new.clamp(min=0), V).float(), draft_q)
-
-        # 2. inputs: per window its predecessor at n-1, then the drafts that predict inside
-        fed = live[..., None] & (slot_pos < (seg_end - 1)[None, :, None])  # [B, R, L]
-        pending = (n == seg_end) & (seg_end < T) & ~kv_done.gather(1, (seg_end - 1).expand(B, R))
-        if R > 1:  # a new row whose predecessor is that last token feeds it itself
-            pending[:, :-1] &= ~(live[:, 1:] & (n[:, 1:] == seg_start[1:]))
-        has_pred = live | pending
-        pred_pos = (n - 1).clamp(min=0)
-        pred_known = committed.gather(1, pred_pos)
-        stand_in = torch.zeros_like(n)
-        stand_in[:, 1:] = tokens.gather(1, (n[:, :-1] - 1).clamp(min=0)).clamp(min=0)
-        if layout.forced is not None:
-            f = layout.forced.to(device)[pred_pos]
-            stand_in = torch.where(f >= 0, f, stand_in)
-        pred_tok = torch.where(pred_known, tokens.gather(1, pred_pos), stand_in)
-
-        cand_valid = torch.cat([has_pred[..., None], fed], -1).view(B, -1)  # [B, R*S]
-        cand_tok = torch.cat([pred_tok[..., None], drafts.clamp(min=0)], -1).view(B, -1)
-        cand_pos = torch.cat([pred_pos[..., None], slot_pos], -1).view(B, -1)
-        cand_seg = torch.arange(R, device=device)[:, None].expand(R, S).reshape(1, -1).expand(B, -1)
-        cand_true = torch.cat([(has_pred & pred_known)[..., None], fed & (drafts >= 0)], -1).view(B, -1)
-        order = torch.argsort((~cand_valid).int(), dim=1, stable=True)  # valid candidates first
-        M = int(cand_valid.sum(1).max())
-        take = order[:, :M]
-        in_valid = cand_valid.gather(1, take)
-        pad = torch.arange(M, device=device).expand(B, M)
-        in_tok = torch.where(in_valid, cand_tok.gather(1, take), torch.zeros_like(take))
-        in_pos = torch.where(in_valid, cand_pos.gather(1, take), T + pad)  # scratch positions
-        in_segment = torch.where(in_valid, cand_seg.gather(1, take), R + pad)
-        packed = torch.where(cand_valid, cand_valid.long().cumsum(1) - 1, 0)  # candidate -> input index
-
-        # 3. forward; CFG at the predicted positions (the rest of the transform is fused into verify)
-        logits = session.forward(in_tok, in_pos, in_segment)
-        forwards += 1
-        target = (in_pos + 1).clamp(max=T - 1)
-        combined = guided_logits(logits, target, sampling)  # [B, M, V]
-        allowed = layout.allowed_at(target)
-
-        # 4. verify every window: slot j holds p for n+j (from candidate j) and the draft there
-        num_slots = torch.where(live, 1 + fed.sum(-1), 0)  # [B, R]
-        by_slot = packed.view(B, R * S)[..., None].expand(-1, -1, V)
-        logits_win = combined.gather(1, by_slot).view(B, R, S, V)
-        allowed_win = None if allowed is None else allowed.gather(1, by_slot).view(B, R, S, V)
-        d_win = torch.cat([torch.where(in_seg, drafts, -1), drafts.new_full((B, R, 1), -1)], -1)
-        q_win = torch.cat([draft_q, draft_q.new_zeros(B, R, 1, V)], 2)
-        N = B * R
-        out = verify(
-            None, q_win.view(N, S, V), d_win.view(N, S), num_slots.view(N),
-            uniforms((N, S), generator, device), uniforms((N, S), generator, device), rule, config.method == "mc-sjd",
-            target_logits=logits_win.reshape(N, S, V), temperature=sampling.temperature, top_k=sampling.top_k,
-            top_p=sampling.top_p, allowed=None if allowed_win is None else allowed_win.reshape(N, S, V),
-        )
-        p_win = out.target_probs.view(B, R, S, V) * (slot[None, None, :, None] < num_slots[..., None, None])
-
-        # 5. commit; the session keeps the inputs computed on committed context; slide windows
-        c = out.committed.view(B, R)
-        acc = out.accepted.view(B, R)
-        out_tok = out.tokens.view(B, R, S)
-        new = slot < c[..., None]  # [B, R, S]
-        at = (rows[..., None].expand(B, R, S)[new], (n[..., None] + slot)[new])
-        tokens[at] = out_tok[new]
-        committed[at] = True
-        commit_iteration[at] = forwards - 1
-        draft_ok = torch.cat([torch.ones_like(acc, dtype=torch.bool)[..., None], slot[:L] < acc[..., None]], -1).view(B, -1)
-        keep = (cand_true & draft_ok).gather(1, take) & in_valid
-        session.commit(in_pos, keep)
-        kv_done[rows.expand(B, M)[keep], in_pos[keep]] = True
-        n = n + c
-        src = slot[:L] + c[..., None]  # new slot i takes old slot i + c
-        carried = src < num_slots[..., None]
-        drafts = torch.where(carried, out_tok.gather(2, src.clamp(max=S - 1)), -1)
-        draft_q = p_win.gather(2, src.clamp(max=S - 1)[..., None].expand(-1, -1, -1, V)) * carried[..., None]
-        if on_step:
-            on_step(int(committed.sum()) // B, T)
-
-    stats = DecodeStats(
-        method=config.name,
-        exact=config.exact,
-        forward_passes=forwards,
-        tokens_committed=B * T,
-        wall_time_s=time.perf_counter() - start_time,
-        commit_iteration=commit_iteration,
-    )
-    return tokens, stats
+    stopping = stopping or Stopping.none(session.batch_size, layout.length, session.prefill_logits().cond.device)
+    return JacobiLoop(session, layout, sampling, config, generator, stopping, processors).run(on_step)

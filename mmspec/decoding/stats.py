@@ -19,7 +19,10 @@ class DecodeStats:
         tokens_committed (`int`): tokens committed over the batch (forced ones included).
         wall_time_s (`float`): seconds from prefill to the last commit.
         commit_iteration (`torch.Tensor`): long `[B, T]`, the forward after which each
-            token was committed (0 = the prefill); the picture of a decoding order.
+            step was committed (0 = the prefill, and after a sequence's end); the picture of
+            a decoding order.
+        lengths (`torch.Tensor`, *optional*): long `[B]`, each sequence's length in steps,
+            its stop token included (T for every sequence when none stops).
     """
 
     method: str
@@ -28,6 +31,12 @@ class DecodeStats:
     tokens_committed: int
     wall_time_s: float
     commit_iteration: torch.Tensor = field(repr=False)
+    lengths: torch.Tensor | None = field(default=None, repr=False)
+
+    def __post_init__(self):
+        if self.lengths is None:
+            B, T = self.commit_iteration.shape
+            self.lengths = torch.full((B,), T, dtype=torch.long, device=self.commit_iteration.device)
 
     @property
     def batch_size(self) -> int:
@@ -41,15 +50,15 @@ class DecodeStats:
 
     @property
     def tokens_per_forward(self) -> float:
-        """Mean tokens committed per forward pass and sequence (1.0 for AR)."""
+        """Mean tokens committed per forward pass and sequence (K for AR over K-token steps)."""
         return self.tokens_committed / self.batch_size / max(self.forward_passes, 1)
 
     def per_sample(self) -> list["DecodeStats"]:
-        """One DecodeStats per sequence: its own forwards; the batch's wall time."""
-        T = self.commit_iteration.shape[1]
+        """One DecodeStats per sequence: its own forwards and length; the batch's wall time."""
+        per_step = self.tokens_committed // max(int(self.lengths.sum()), 1)  # K
         return [
-            DecodeStats(self.method, self.exact, int(f), T, self.wall_time_s, row[None])
-            for f, row in zip(self.forward_passes_per_sample, self.commit_iteration)
+            DecodeStats(self.method, self.exact, int(f), int(n) * per_step, self.wall_time_s, row[None], n[None])
+            for f, row, n in zip(self.forward_passes_per_sample, self.commit_iteration, self.lengths)
         ]
 
     def to_dict(self) -> dict:
@@ -60,5 +69,6 @@ class DecodeStats:
             "tokens_committed": self.tokens_committed,
             "tokens_per_forward": self.tokens_per_forward,
             "forward_passes_per_sample": self.forward_passes_per_sample.tolist(),
+            "lengths": self.lengths.tolist(),
             "wall_time_s": self.wall_time_s,
         }

@@ -14,6 +14,7 @@ import importlib.util
 import torch
 
 from mmspec.core.rules import ExactRule, GSDRule, LanternRule
+from mmspec.core.sampling import SamplingConfig
 from mmspec.kernels.verify_reference import verify_reference
 from mmspec.kernels.verify_types import VERIFY_DOC, VerifyOutput
 
@@ -23,24 +24,21 @@ def triton_available() -> bool:
     return importlib.util.find_spec("triton") is not None
 
 
-def check_sampling_inputs(target_probs, target_logits, temperature, top_k, top_p, allowed) -> tuple[str, torch.Tensor]:
+def check_sampling_inputs(target_probs, target_logits, sampling: SamplingConfig, allowed) -> tuple[str, torch.Tensor]:
     """Returns the target's name and tensor (probs or logits) after checking the transform's arguments."""
     if (target_probs is None) == (target_logits is None):
         raise ValueError("give exactly one of target_probs and target_logits")
     target = target_probs if target_logits is None else target_logits
     name = "target_probs" if target_logits is None else "target_logits"
     if target.dim() != 3:
-        raise ValueError(f"{name} must be [N, S, V], got {tuple(target.shape)}")
+        raise ValueError(f"{name} must be [N, S, V] (or [N, S, K, V] for K tokens per slot), got {tuple(target.shape)}")
     if target.dtype != torch.float32:
         raise ValueError(f"{name} must be float32, got {target.dtype}; cast with .float()")
-    if target_probs is not None and (temperature != 1.0 or top_k != 0 or top_p != 1.0 or allowed is not None):
-        raise ValueError("temperature, top_k, top_p and allowed transform target_logits; target_probs are used as given")
-    if not temperature >= 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
-        raise ValueError(f"top_k must be an integer >= 0 (0 keeps all tokens), got {top_k!r}")
-    if not 0 < top_p <= 1:
-        raise ValueError(f"top_p must lie in (0, 1], got {top_p}")
+    if not isinstance(sampling, SamplingConfig):
+        raise ValueError(f"sampling must be a SamplingConfig, got {type(sampling).__name__}")
+    position_only = (sampling.temperature, sampling.top_k, sampling.top_p) != (1.0, 0, 1.0)
+    if target_probs is not None and (position_only or allowed is not None):
+        raise ValueError("sampling and allowed transform target_logits; target_probs are used as given")
     if allowed is not None:
         if allowed.shape != target.shape or allowed.dtype != torch.bool:
             raise ValueError(f"allowed must be bool {tuple(target.shape)}, got {allowed.dtype} {tuple(allowed.shape)}")
@@ -90,22 +88,30 @@ def check_verify_inputs(name, target, draft_probs, draft_tokens, num_slots, acce
 
 
 def verify(
-    target_probs: torch.Tensor | None,  # [N, S, V]
-    draft_probs: torch.Tensor | None,  # [N, S, V]
-    draft_tokens: torch.Tensor,  # [N, S]
+    target_probs: torch.Tensor | None,  # [N, S, V] or [N, S, K, V]
+    draft_probs: torch.Tensor | None,  # like the target
+    draft_tokens: torch.Tensor,  # [N, S] or [N, S, K]
     num_slots: torch.Tensor,  # [N]
-    accept_uniforms: torch.Tensor,  # [N, S]
-    sample_uniforms: torch.Tensor,  # [N, S]
+    accept_uniforms: torch.Tensor,  # like draft_tokens
+    sample_uniforms: torch.Tensor,  # like draft_tokens
+    *,
+    target_logits: torch.Tensor | None = None,  # like the target
+    sampling: SamplingConfig = SamplingConfig(),
+    allowed: torch.Tensor | None = None,  # like the target, bool
     rule=ExactRule(),
     coupling: bool = True,
-    *,
-    target_logits: torch.Tensor | None = None,  # [N, S, V]
-    temperature: float = 1.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    allowed: torch.Tensor | None = None,  # [N, S, V]
 ) -> VerifyOutput:
-    name, target = check_sampling_inputs(target_probs, target_logits, temperature, top_k, top_p, allowed)
+    target = target_probs if target_logits is None else target_logits
+    if target is not None and target.dim() == 4 and target.shape[2] == 1:  # one token per slot
+        one = lambda t: None if t is None else t[:, :, 0]
+        out = verify(one(target_probs), one(draft_probs), one(draft_tokens), num_slots, one(accept_uniforms),
+                     one(sample_uniforms), target_logits=one(target_logits), sampling=sampling, allowed=one(allowed),
+                     rule=rule, coupling=coupling)
+        return VerifyOutput(out.accepted, out.committed, out.tokens[..., None], out.target_probs[:, :, None])
+    if target is not None and target.dim() == 4:  # K tokens per slot: the PyTorch path
+        return verify_steps(target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms,
+                            target_logits=target_logits, sampling=sampling, allowed=allowed, rule=rule, coupling=coupling)
+    name, target = check_sampling_inputs(target_probs, target_logits, sampling, allowed)
     check_verify_inputs(name, target, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms, rule, allowed)
     impl = verify_reference
     if target.is_cuda and triton_available():
@@ -113,9 +119,26 @@ def verify(
 
         impl = verify_triton
     return impl(
-        target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms, rule, coupling,
-        target_logits=target_logits, temperature=temperature, top_k=top_k, top_p=top_p, allowed=allowed,
+        target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms,
+        target_logits=target_logits, sampling=sampling, allowed=allowed, rule=rule, coupling=coupling,
     )
+
+
+def verify_steps(target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms, *,
+                 target_logits, sampling, allowed, rule, coupling) -> VerifyOutput:
+    """`verify` for slots of K tokens (`[N, S, K, V]` targets): checked as K = 1 slots, run
+    by the PyTorch reference (the kernel verifies one token per slot)."""
+    target = target_probs if target_logits is None else target_logits
+    N, S, K, V = target.shape
+    flat = lambda t: None if t is None else t.transpose(1, 2).reshape(N * K, S, *t.shape[3:])
+    name, flat_target = check_sampling_inputs(flat(target_probs) if target_logits is None else None, flat(target_logits),
+                                              sampling, flat(allowed))
+    if draft_tokens.shape != (N, S, K):
+        raise ValueError(f"draft_tokens must be [{N}, {S}, {K}] for a [N, S, K, V] target, got {tuple(draft_tokens.shape)}")
+    check_verify_inputs(name, flat_target, flat(draft_probs), flat(draft_tokens), num_slots.repeat_interleave(K),
+                        flat(accept_uniforms), flat(sample_uniforms), rule, flat(allowed))
+    return verify_reference(target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms,
+                            target_logits=target_logits, sampling=sampling, allowed=allowed, rule=rule, coupling=coupling)
 
 
 verify.__doc__ = VERIFY_DOC

@@ -10,6 +10,11 @@ p_i for its position, and optionally a draft d_i drawn from q_i:
    maximal coupling of q_i and p_i (MC-SJD: keep d_i when u_i < min(1, p_i(d_i)/q_i(d_i)),
    else draw from the residual), whose marginal is p_i whatever the rule.
 
+Slots of K tokens (`[N, S, K, V]` targets, the codebooks of an audio frame) are accepted
+when all K drafts are; given the past the K tokens are independent, so each is tested
+against its own p and q, and the slot that ends the run keeps its accepted tokens and
+redraws the rejected ones from their residuals.
+
 Randomness comes in as float64 uniforms, two per slot (`accept_uniforms` for tests,
 `sample_uniforms` for draws), so that every implementation fed the same numbers makes the
 same decisions. Given logits instead of p, the reference runs the functions of
@@ -26,42 +31,48 @@ from mmspec.kernels.verify_types import VERIFY_DOC, VerifyOutput
 
 
 def verify_reference(
-    target_probs: torch.Tensor | None,  # [N, S, V] p per slot (rows past num_slots are ignored)
-    draft_probs: torch.Tensor | None,  # [N, S, V] q per slot (ignored where there is no draft); None = one-hot
-    draft_tokens: torch.Tensor,  # [N, S] long, -1 = no draft
+    target_probs: torch.Tensor | None,  # [N, S, V] (or [N, S, K, V]) p per slot (rows past num_slots are ignored)
+    draft_probs: torch.Tensor | None,  # like the target: q per slot (ignored where there is no draft); None = one-hot
+    draft_tokens: torch.Tensor,  # [N, S] (or [N, S, K]) long, -1 = no draft
     num_slots: torch.Tensor,  # [N] long, slots that have a p
-    accept_uniforms: torch.Tensor,  # [N, S] float64
-    sample_uniforms: torch.Tensor,  # [N, S] float64
+    accept_uniforms: torch.Tensor,  # like draft_tokens, float64
+    sample_uniforms: torch.Tensor,  # like draft_tokens, float64
+    *,
+    target_logits: torch.Tensor | None = None,  # like the target
+    sampling: SamplingConfig = SamplingConfig(),
+    allowed: torch.Tensor | None = None,  # like the target, bool
     rule=ExactRule(),
     coupling: bool = True,
-    *,
-    target_logits: torch.Tensor | None = None,  # [N, S, V]
-    temperature: float = 1.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    allowed: torch.Tensor | None = None,  # [N, S, V] bool
 ) -> VerifyOutput:
     if target_logits is not None:
-        target_probs = transform(target_logits, SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p), allowed)
-    N, S, V = target_probs.shape
+        target_probs = transform(target_logits, sampling, allowed)
+    one_token = draft_tokens.dim() == 2  # slots of one token: seen as K = 1
+    if one_token:
+        target_probs, draft_tokens = target_probs[:, :, None], draft_tokens[..., None]
+        accept_uniforms, sample_uniforms = accept_uniforms[..., None], sample_uniforms[..., None]
+        draft_probs = None if draft_probs is None else draft_probs[:, :, None]
+    N, S, K, V = target_probs.shape
     slot = torch.arange(S, device=target_probs.device)
     has_p = slot[None, :] < num_slots[:, None]  # [N, S]
-    has_draft = has_p & (draft_tokens >= 0)
+    has_draft = has_p[..., None] & (draft_tokens >= 0)  # [N, S, K]
     d = draft_tokens.clamp(min=0)
     p = target_probs.float()
     if draft_probs is None:
         draft_probs = torch.nn.functional.one_hot(d, V)
     q = draft_probs.float() * has_draft[..., None]  # no draft: q = 0, so the residual is p
 
-    # 1. the committed run: leading accepted drafts, then one drawn token
-    accept = has_draft & (accept_uniforms < rule.accept_prob(p, q, d).double())
-    accepted = accept.long().cumprod(-1).sum(-1)  # [N]
+    # 1. the committed run: leading slots whose K drafts are all accepted, then one drawn slot
+    accept = has_draft & (accept_uniforms < rule.accept_prob(p, q, d).double())  # [N, S, K]
+    accepted = accept.all(-1).long().cumprod(-1).sum(-1)  # [N]
     committed = accepted + (accepted < num_slots).long()
 
     residual = (p - q).clamp(min=0)
     # p == q up to rounding leaves no residual mass; rejection then had probability ~0
     residual = torch.where(residual.sum(-1, keepdim=True) > 0, residual, p)
     drawn = categorical(residual, sample_uniforms)
+    # the slot that ends the run keeps its accepted tokens and redraws the rejected ones
+    # (given the past, the K tokens of a slot are independent)
+    ending = torch.where(accept, d, drawn)
 
     # 2. next drafts for the slots after the run
     if coupling:
@@ -70,10 +81,12 @@ def verify_reference(
     else:
         later = categorical(p, sample_uniforms)
 
-    before = slot[None, :] < accepted[:, None]
-    at = slot[None, :] == accepted[:, None]
-    tokens = torch.where(before, d, torch.where(at, drawn, later))
-    tokens = torch.where(has_p, tokens, draft_tokens)
+    before = (slot[None, :] < accepted[:, None])[..., None]
+    at = (slot[None, :] == accepted[:, None])[..., None]
+    tokens = torch.where(before, d, torch.where(at, ending, later))
+    tokens = torch.where(has_p[..., None], tokens, draft_tokens)
+    if one_token:
+        tokens, p = tokens[..., 0], p[:, :, 0]
     return VerifyOutput(accepted=accepted, committed=committed, tokens=tokens, target_probs=p)
 
 

@@ -41,6 +41,7 @@ import triton
 import triton.language as tl
 
 from mmspec.core.rules import ExactRule, GSDRule, LanternRule
+from mmspec.core.sampling import SamplingConfig
 from mmspec.kernels.verify import check_rule
 from mmspec.kernels.verify_types import VERIFY_DOC, VerifyOutput
 
@@ -427,15 +428,14 @@ def verify_triton(
     num_slots: torch.Tensor,  # [N]
     accept_uniforms: torch.Tensor,  # [N, S]
     sample_uniforms: torch.Tensor,  # [N, S]
-    rule=ExactRule(),
-    coupling: bool = True,
     *,
     target_logits: torch.Tensor | None = None,  # [N, S, V]
-    temperature: float = 1.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
+    sampling: SamplingConfig = SamplingConfig(),
     allowed: torch.Tensor | None = None,  # [N, S, V] bool
+    rule=ExactRule(),
+    coupling: bool = True,
 ) -> VerifyOutput:
+    temperature, top_k, top_p = sampling.temperature, sampling.top_k, sampling.top_p
     check_contiguous(target_probs=target_probs, draft_probs=draft_probs, draft_tokens=draft_tokens, num_slots=num_slots,
                      accept_uniforms=accept_uniforms, sample_uniforms=sample_uniforms, target_logits=target_logits,
                      allowed=allowed)

@@ -29,6 +29,9 @@ class VerifyOutput:
 
 VERIFY_DOC = """Verifies N windows of drafts against their target distributions.
 
+    Slots of K tokens (`[N, S, K, V]` targets, `[N, S, K]` drafts and uniforms) run on
+    the PyTorch path: a slot is accepted when all its K drafts are.
+
     Slot i of a window holds the target p_i of its position and optionally a draft d_i drawn
     from q_i. Slots are accepted left to right while `accept_uniforms[i] < rule.accept_prob`;
     the first rejected slot, or the first with a p but no draft, is drawn from
@@ -53,23 +56,23 @@ VERIFY_DOC = """Verifies N windows of drafts against their target distributions.
         num_slots (`torch.Tensor`): long `[N]`, how many leading slots have a p.
         accept_uniforms (`torch.Tensor`): float64 `[N, S]` in [0, 1), one acceptance test per slot.
         sample_uniforms (`torch.Tensor`): float64 `[N, S]` in [0, 1), one draw per slot.
+        target_logits (`torch.Tensor`, *optional*): float32 `[N, S, V]`, CFG already
+            combined; give exactly one of `target_probs` and `target_logits`.
+        sampling (`SamplingConfig`, *optional*): the transform of `target_logits`: its
+            temperature (0 is greedy), top-k and top-p; its guidance is the caller's.
+        allowed (`torch.Tensor`, *optional*): bool `[N, S, V]`, tokens that may be drawn;
+            every row must allow one.
         rule (*optional*, defaults to `ExactRule()`): `ExactRule()`, or `LanternRule(...)` /
             `GSDRule(...)` bound to the token embeddings (`rule.bind(embeddings)`).
         coupling (`bool`, *optional*, defaults to `True`): MC-SJD's maximal coupling for the
             next drafts (else fresh samples from p).
-        target_logits (`torch.Tensor`, *optional*): float32 `[N, S, V]`, CFG already
-            combined; give exactly one of `target_probs` and `target_logits`.
-        temperature (`float`, *optional*, defaults to 1.0): 0 is greedy (logits only).
-        top_k (`int`, *optional*, defaults to 0): keep the k most likely tokens; 0 keeps all.
-        top_p (`float`, *optional*, defaults to 1.0): nucleus mass in (0, 1]; 1 keeps all.
-        allowed (`torch.Tensor`, *optional*): bool `[N, S, V]`, tokens that may be drawn;
-            every row must allow one.
 
     Returns:
         `VerifyOutput`: accepted and committed counts `[N]`, the tokens `[N, S]` and the p used.
 
     Example:
         >>> import torch
+        >>> from mmspec.core.sampling import SamplingConfig
         >>> from mmspec.kernels.verify import verify
         >>> p = torch.tensor([[[0.5, 0.5], [0.9, 0.1]]])
         >>> u = torch.zeros(1, 2, dtype=torch.float64)
@@ -78,6 +81,6 @@ VERIFY_DOC = """Verifies N windows of drafts against their target distributions.
         ([1], [2], [[1, 0]])
         >>> logits = torch.tensor([[[2.0, 1.0, 0.0]]])
         >>> verify(None, None, torch.tensor([[2]]), torch.tensor([1]), u[:, :1], u[:, :1],
-        ...        target_logits=logits, temperature=0.0).tokens.tolist()
+        ...        target_logits=logits, sampling=SamplingConfig(temperature=0.0)).tokens.tolist()
         [[0]]
     """

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
-from mmspec.core.contracts import TokenLayout
+from mmspec.core.layout import TokenLayout
 from mmspec.models.hf_session import DecoderSession
 
 
@@ -92,7 +92,7 @@ class Emu3ImageGenerator:
         allowed[self.visual_ids.to(device)] = True
         forced = torch.full((H, W + 1), -1, dtype=torch.long, device=device)
         forced[:, W] = self.eol_token_id
-        return TokenLayout(grid=(H, W + 1), vocab_size=V, allowed=allowed, forced=forced.flatten(),
+        return TokenLayout.grid((H, W + 1), V, allowed=allowed, forced=forced.flatten(),
                            token_embeddings=self.token_embeddings())
 
     def token_embeddings(self) -> torch.Tensor:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from mmspec.core.contracts import TokenLayout
+from mmspec.core.layout import TokenLayout
 from mmspec.models.hf_session import DecoderSession
 
 
@@ -70,7 +70,7 @@ class JanusImageGenerator:
     def layout(self) -> TokenLayout:
         """The `S x S` grid over the VQ codes, with the codebook for LANTERN and GSD."""
         codebook = self.model.model.vqmodel.quantize.embedding.weight.detach().float()  # [V, E]
-        return TokenLayout(grid=self.grid, vocab_size=codebook.shape[0], token_embeddings=codebook)
+        return TokenLayout.grid(self.grid, codebook.shape[0], token_embeddings=codebook)
 
     def unconditional_ids(self, ids: torch.Tensor) -> torch.Tensor:
         """The prompt with every token but BOS and begin-of-image replaced by PAD."""

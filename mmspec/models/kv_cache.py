@@ -96,6 +96,7 @@ class CachedSession:
     def __init__(self, cache: StaticKVCache, prefix_len: int, *, batch_size: int, guided: bool):
         self.cache, self.prefix_len = cache, prefix_len
         self.batch_size, self.guided = batch_size, guided
+        self.prompt_tokens = None  # image prompts are features, not tokens a drafter could look up
 
     def split(self, logits):
         """Logits of all rows -> `GuidedLogits(cond, uncond)`."""

@@ -32,7 +32,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from mmspec.checkpoint import JSONConfig, load_into, read_state_dict
-from mmspec.core.contracts import GuidedLogits, TokenLayout
+from mmspec.core.contracts import GuidedLogits
+from mmspec.core.layout import TokenLayout
 from mmspec.models.kv_cache import CachedSession, StaticKVCache
 
 
@@ -292,7 +293,7 @@ class LlamaGenGPT(nn.Module):
 
     def layout(self, token_embeddings: torch.Tensor | None = None) -> TokenLayout:
         g = self.config.grid_size
-        return TokenLayout(grid=(g, g), vocab_size=self.config.vocab_size, token_embeddings=token_embeddings)
+        return TokenLayout.grid((g, g), self.config.vocab_size, token_embeddings=token_embeddings)
 
     # --- condition prefix -------------------------------------------------------------------
 

@@ -13,7 +13,8 @@ import torch
 from diffusers import DiffusionPipeline
 
 from mmspec.decoding.config import DecodingConfig
-from mmspec.core.contracts import TokenLayout, TokenModel
+from mmspec.core.contracts import TokenModel
+from mmspec.core.layout import TokenLayout
 from mmspec.decoding.generate import as_decoding, generate
 from mmspec.core.sampling import SamplingConfig
 from mmspec.images import to_pil

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from mmspec.decoding.config import DECODINGS, DecodingConfig
-from mmspec.core.contracts import TokenLayout
+from mmspec.core.layout import TokenLayout
 from mmspec.decoding.generate import generate
 from mmspec.core.sampling import SamplingConfig
 from mmspec.metrics.losslessness import all_sequences, chi_square, sequence_counts, sequence_probs
@@ -116,7 +116,7 @@ def eol_layout(model):
     allowed[:, 15] = False
     allowed[3::4] = False
     allowed[3::4, 15] = True
-    return TokenLayout(grid=(4, 4), vocab_size=V, allowed=allowed, forced=forced)
+    return TokenLayout.grid((4, 4), V, allowed=allowed, forced=forced)
 
 
 @pytest.mark.parametrize("name", ["ar", "sjd", "mc-sjd", "zipar", "zipar+mc-sjd", "zipar+sjd"])
@@ -145,7 +145,7 @@ def test_zipar_opens_a_row_every_window_tokens():
 
 def test_zipar_needs_a_grid():
     model = tiny_model(vocab_size=16, block_size=16)
-    flat = TokenLayout(grid=(16,), vocab_size=16)
+    flat = TokenLayout.grid((16,), 16)
     with pytest.raises(ValueError, match="has no rows"):
         generate(model, torch.tensor([0]), decoding="zipar+sjd", layout=flat)
 

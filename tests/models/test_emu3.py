@@ -43,7 +43,7 @@ def test_layout_forces_end_of_line_and_allows_visual_tokens(emu3):
     model, _, _, generator = emu3
     layout = generator.layout()
     H, W = EMU3_GRID
-    assert layout.grid == (H, W + 1)
+    assert layout.shape == (H, W + 1)
     eol = model.vocabulary_mapping.eol_token_id
     assert layout.forced.view(H, W + 1)[:, W].eq(eol).all() and layout.forced.view(H, W + 1)[:, :W].eq(-1).all()
     assert layout.allowed.nonzero().flatten().tolist() == model.vocabulary_mapping.image_tokens

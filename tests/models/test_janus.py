@@ -40,7 +40,7 @@ def ones(shape):
 def test_layout_is_the_code_grid_with_the_codebook(janus):
     model, _, _, generator = janus
     layout = generator.layout()
-    assert layout.grid == JANUS_GRID and layout.vocab_size == 12
+    assert layout.shape == JANUS_GRID and layout.vocab_size == 12
     assert layout.allowed is None and layout.forced is None
     torch.testing.assert_close(layout.token_embeddings, model.model.vqmodel.quantize.embedding.weight.detach())
 
