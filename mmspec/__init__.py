@@ -1,3 +1,38 @@
-"""mmspec: many tokens per forward pass for autoregressive multimodal generators."""
+"""mmspec: many tokens per forward pass for autoregressive multimodal generators.
+
+The public names load on first use (as diffusers does), so `import mmspec` stays cheap:
+
+    from mmspec import generate, DecodingConfig, SamplingConfig, LlamaGenPipeline, load_pipeline
+"""
+
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "generate": "mmspec.decoding.generate",
+    "DecodingConfig": "mmspec.decoding.config",
+    "DecodeStats": "mmspec.decoding.stats",
+    "SamplingConfig": "mmspec.core.sampling",
+    "TokenLayout": "mmspec.core.layout",
+    "LlamaGenPipeline": "mmspec.pipelines.llamagen",
+    "Emu3Pipeline": "mmspec.pipelines.emu3",
+    "JanusPipeline": "mmspec.pipelines.janus",
+    "load_pipeline": "mmspec.pipelines",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'mmspec' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)

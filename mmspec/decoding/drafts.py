@@ -53,7 +53,8 @@ class Copy:
 
     @property
     def name(self) -> str:
-        return {"col": "left", "row": "above"}.get(self.axis, f"copy-{self.axis}") if self.distance == 1 else f"copy-{self.axis}-{self.distance}"
+        named = {"col": "left", "row": "above", "frame": "previous-frame", "step": "previous-step"}
+        return named.get(self.axis, f"copy-{self.axis}") if self.distance == 1 else f"copy-{self.axis}-{self.distance}"
 
     def propose(self, ctx: DraftContext, pos: torch.Tensor, u: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
         source = ctx.layout.neighbour(self.axis, self.distance).to(pos.device)[pos]  # [B]

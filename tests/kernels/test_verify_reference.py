@@ -41,7 +41,7 @@ def test_next_drafts_have_marginal_p_and_coupling_keeps_drafts(coupling):
     d1 = torch.multinomial(q1, N, replacement=True, generator=g)
     drafts = torch.stack([torch.zeros(N, dtype=torch.long), d1], 1)
     out = verify(p, q, drafts, torch.full((N,), 2), torch.rand(N, 2, generator=g, **F64), torch.rand(N, 2, generator=g, **F64),
-                 ExactRule(), coupling)
+                 rule=ExactRule(), coupling=coupling)
     assert (out.accepted == 0).all() and (out.committed == 1).all()
     nxt = out.tokens[:, 1]
     assert chi_square(torch.bincount(nxt, minlength=V), p1).p_value > 1e-3

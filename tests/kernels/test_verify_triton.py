@@ -67,11 +67,11 @@ def make_case(seed, N=2, S=3, V=100, top_k=0, dense=True, integer_logits=False):
     )
 
 
-def run_both(case, rule=ExactRule(), coupling=True, from_logits=False, **transform):
+def run_both(case, rule=ExactRule(), coupling=True, from_logits=False, allowed=None, **transform):
     args = dict(draft_probs=case["draft_probs"], draft_tokens=case["draft_tokens"], num_slots=case["num_slots"],
                 accept_uniforms=case["accept_uniforms"], sample_uniforms=case["sample_uniforms"], rule=rule, coupling=coupling)
     if from_logits:
-        args.update(target_probs=None, target_logits=case["logits"], **transform)
+        args.update(target_probs=None, target_logits=case["logits"], sampling=SamplingConfig(**transform), allowed=allowed)
     else:
         args.update(target_probs=case["target_probs"])
     on_device = {k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
@@ -165,8 +165,8 @@ def test_ties_are_broken_as_the_reference_does():
 def test_cpu_verify_is_the_reference():
     case = make_case(seed=23)
     args = (None, None, case["draft_tokens"], case["num_slots"], case["accept_uniforms"], case["sample_uniforms"])
-    public = verify(*args, target_logits=case["logits"], top_k=9)
-    reference = verify_reference(*args, target_logits=case["logits"], top_k=9)
+    public = verify(*args, target_logits=case["logits"], sampling=SamplingConfig(top_k=9))
+    reference = verify_reference(*args, target_logits=case["logits"], sampling=SamplingConfig(top_k=9))
     assert_same(public, reference)
     assert torch.equal(public.target_probs, transform(case["logits"], SamplingConfig(temperature=1.0, top_k=9, top_p=1.0), None))
 
@@ -190,8 +190,8 @@ def base_args(N=2, S=3, V=5):
          r"draft_probs \(2, 3, 4\) must match target_logits \(2, 3, 5\)"),
         (dict(target_probs=None, target_logits=torch.zeros(2, 3, 5), allowed=torch.zeros(2, 3, 5, dtype=torch.bool)),
          "allowed must allow at least one token"),
-        (dict(top_k=3), "transform target_logits"),
-        (dict(target_probs=None, target_logits=torch.zeros(2, 3, 5), top_p=0.0), r"top_p must lie in \(0, 1\]"),
+        (dict(sampling=SamplingConfig(top_k=3)), "transform target_logits"),
+        (dict(target_probs=None, target_logits=torch.zeros(2, 3, 5), sampling=dict(top_p=0.9)), "sampling must be a SamplingConfig"),
         (dict(rule=LanternRule(k=2).bind(torch.randn(6, 2))), r"LANTERN neighbour table \(6, 2\) must be \[V = 5, k\]"),
         (dict(rule=GSDRule().bind(torch.randn(4, 2))), r"GSD embedding table \(4, 2\) must be \[V = 5, E\]"),
         (dict(rule=LanternRule(k=2)), "bind"),
