@@ -53,7 +53,7 @@ def compare(pipe, condition: dict, methods: list[str], settings: dict):
     sampling = dict(guidance_scale=settings["guidance_scale"], temperature=settings["temperature"], top_k=settings["top_k"])
     params = {k: settings[k] for k in ("window", "zipar_window", "lantern_k", "lantern_delta", "gsd_rank_window", "gsd_prob_gap", "gsd_embed_dist")}
     gallery, rows, heatmaps = [], [], []
-    grid = pipe.transformer.layout().grid
+    grid = pipe.transformer.layout().shape
     baseline = None
     for name in ["ar", *methods]:
         config = DecodingConfig.from_name(name, **params)

@@ -46,7 +46,7 @@ def chained(starts: torch.Tensor, ends: torch.Tensor, need: torch.Tensor | int) 
     R = len(starts)
     parent = torch.arange(-1, R - 1)
     need = torch.as_tensor(need).expand(R)
-    parent_len = (ends - starts)[parent.clamp(min=0)]
+    parent_len = torch.where(parent >= 0, (ends - starts)[parent.clamp(min=0)], 0)
     return SegmentPlan(starts, ends, parent, torch.minimum(need, parent_len))
 
 

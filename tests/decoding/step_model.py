@@ -52,12 +52,17 @@ class StepSession:
         self.written = torch.full((batch_size, slots), model.steps)
         self.committed = torch.zeros(batch_size, slots, dtype=torch.bool)
 
+    def steps(self, logits: torch.Tensor) -> GuidedLogits:
+        """`[B, n, K, V]`, or `[B, n, V]` with one token per step (the session contract)."""
+        return GuidedLogits(logits[..., 0, :] if self.model.K == 1 else logits)
+
     def prefill_logits(self) -> GuidedLogits:
         m = self.model
-        return GuidedLogits(m.first.expand(self.batch_size, 1, m.K, m.V).clone())
+        return self.steps(m.first.expand(self.batch_size, 1, m.K, m.V).clone())
 
     def forward(self, tokens, positions, segments=None) -> GuidedLogits:
         m = self.model
+        tokens = tokens[..., None] if m.K == 1 else tokens
         assert tokens.shape == (*positions.shape, m.K)
         ids = m.step_id(tokens)  # [B, n]
         segments = torch.zeros_like(positions) if segments is None else segments
@@ -69,7 +74,7 @@ class StepSession:
         from_call = torch.where(same_call, ids[:, None, :], -1).amax(-1)  # the input at position - 1, if fed
         seen = torch.where(from_call >= 0, from_call, seen)
         seen = torch.where(before >= 0, seen, m.steps)
-        return GuidedLogits(m.table[seen, ids])
+        return self.steps(m.table[seen, ids])
 
     def commit(self, positions, mask) -> None:
         rows = torch.arange(self.batch_size)[:, None].expand_as(positions)
