@@ -27,7 +27,8 @@ from mmspec.metrics.quality import evaluate_images
 from mmspec.pipelines.llamagen import LlamaGenPipeline
 
 # the papers' defaults (window 16, random first drafts, ZipAR window 8, LANTERN k=1000
-# delta=0.1, GSD 7/0.15/0.5), then a few settings that suit this 16x16 model better
+# delta=0.1, GSD 7/0.15/0.5), then a few settings that suit this 16x16 model better, and
+# the n-gram lookup drafter alone and before copies from the row above
 METHODS = [
     "ar", "sjd", "mc-sjd", "sjd+lantern", "mc-sjd+lantern", "sjd+gsd", "mc-sjd+gsd",
     "zipar", "zipar+sjd", "zipar+mc-sjd", "zipar+mc-sjd+gsd",
@@ -38,6 +39,8 @@ TUNED = [
     DecodingConfig.from_name("mc-sjd+gsd", init="above"),
     DecodingConfig.from_name("zipar+mc-sjd", zipar_window=4, init="above"),
     DecodingConfig.from_name("zipar+mc-sjd", zipar_window=2),
+    DecodingConfig.from_name("mc-sjd", init="lookup"),
+    DecodingConfig.from_name("mc-sjd", init="lookup+above"),
 ]
 
 
