@@ -66,6 +66,28 @@ class Inputs:
     on_committed_context: torch.Tensor  # [B, R*S] bool: the candidate's context is committed
 
 
+@dataclass
+class Verified:
+    """Verification of the live windows `(b, r)`, spread over every window `[B, R]`
+    (nothing committed where a window is closed; its drafts pass through)."""
+
+    committed: torch.Tensor  # [B, R]
+    accepted: torch.Tensor  # [B, R]
+    tokens: torch.Tensor  # [B, R, S, K]
+    target_probs: torch.Tensor  # [N, S, K, V], live windows only
+    b: torch.Tensor  # [N]
+    r: torch.Tensor  # [N]
+
+    @classmethod
+    def scatter(cls, out, b: torch.Tensor, r: torch.Tensor, drafts: torch.Tensor, S: int) -> "Verified":
+        B, R, L, K = drafts.shape
+        committed = torch.zeros(B, R, dtype=torch.long, device=drafts.device)
+        accepted = torch.zeros_like(committed)
+        tokens = torch.cat([drafts, drafts.new_full((B, R, S - L, K), -1)], 2)
+        committed[b, r], accepted[b, r], tokens[b, r] = out.committed, out.accepted, out.tokens
+        return cls(committed, accepted, tokens, out.target_probs, b, r)
+
+
 class JacobiLoop:
     """The state of one decoding call and its named steps; `run()` loops them."""
 
@@ -89,7 +111,11 @@ class JacobiLoop:
         self.kv_done = torch.zeros(B, T, dtype=torch.bool, device=device)
         self.commit_iteration = torch.zeros(B, T, dtype=torch.long, device=device)
         self.drafts = torch.full((B, R, L, K), -1, dtype=torch.long, device=device)
-        self.draft_q = torch.zeros(B, R, L, K, V, device=device)
+        # q of the drafts: first drafts are one-hot and carried as their ids alone; the
+        # next drafts of a verified window carry its p, kept for the live windows only
+        self.q_carried = torch.zeros(B, R, L, dtype=torch.bool, device=device)  # slot has a dense q
+        self.q_row = torch.full((B, R), -1, dtype=torch.long, device=device)  # window -> row of q_dense
+        self.q_dense = torch.zeros(0, L, K, V, device=device)
         self.n = self.starts.expand(B, R).clone()  # first undecoded position of each window
         self.opened = torch.zeros(B, R, dtype=torch.bool, device=device)
         self.b = torch.arange(B, device=device)[:, None]
@@ -126,7 +152,7 @@ class JacobiLoop:
             new = first_drafts(self.drafter, history, where, self.layout, self.prompt, self.generator)
             new = new.view(self.B, self.R, self.L, self.K)
             self.drafts = torch.where(need[..., None], new, self.drafts)
-            self.draft_q = torch.where(need[..., None, None], F.one_hot(new.clamp(min=0), self.V).float(), self.draft_q)
+            self.q_carried &= ~need
         return live
 
     def pack_inputs(self, live: torch.Tensor) -> Inputs:
@@ -182,34 +208,38 @@ class JacobiLoop:
         before_slot = (offset >= 0) & (offset < self.slot[:, None])  # [B, R, S, T]
         return torch.where(before_slot, drafts, hist)
 
-    def forward_and_verify(self, inputs: Inputs):
-        """One forward; every window's slot j gets p for position n+j from candidate j."""
-        B, R, S, K, V, T = self.B, self.R, self.S, self.K, self.V, self.T
+    def forward_and_verify(self, inputs: Inputs, live: torch.Tensor) -> "Verified":
+        """One forward, then verification of the live windows: window slot j gets p for
+        position n+j from candidate j."""
+        B, R, S, K, V, T, L = self.B, self.R, self.S, self.K, self.V, self.T, self.L
         logits = forward_steps(self.session, inputs.tokens, inputs.positions, inputs.segments)
         self.forwards += 1
-        predicted = (inputs.positions + 1).clamp(max=T - 1)
-        by_slot = inputs.slot_input  # [B, R*S]
-        slot_logits = lambda x: x.gather(1, by_slot[..., None, None].expand(-1, -1, K, V))
-        win_pos = (self.n[..., None] + self.slot).clamp(max=T - 1).view(B, -1)
+        # uniforms for every window, live or not: a call's draws never depend on which are done
+        accept_u = uniforms((B * R, S, K), self.generator, self.device)
+        sample_u = uniforms((B * R, S, K), self.generator, self.device)
+        window = live.view(-1).nonzero()[:, 0]  # the live windows, b * R + r
+        b, r = window // R, window % R
+        by_slot = inputs.slot_input.view(B, R, S)[b, r]  # [N, S]: input feeding each slot
+        slot_logits = lambda x: x[b[:, None], by_slot]
+        win_pos = (self.n[b, r][:, None] + self.slot).clamp(max=T - 1)  # [N, S]
         if self.processors:  # scored per window slot, each with its own history
-            history = self.window_history().view(B, R * S, T)
+            history = self.window_history()[b, r]
             picked = type(logits)(slot_logits(logits.cond), None if logits.uncond is None else slot_logits(logits.uncond))
-            logits_win = step_logits(picked, win_pos, self.sampling, self.processors, self.prompt, history)
+            target = step_logits(picked, win_pos, self.sampling, self.processors, self.prompt, history)
         else:
-            logits_win = slot_logits(step_logits(logits, predicted, self.sampling))
-        allowed = allowed_steps(self.layout, win_pos)
-        in_seg = self.n[..., None] + self.slot[: self.L] < self.ends[None, :, None]
-        drafts = torch.cat([torch.where(in_seg[..., None], self.drafts, -1), self.drafts.new_full((B, R, 1, K), -1)], 2)
-        q = torch.cat([self.draft_q, self.draft_q.new_zeros(B, R, 1, K, V)], 2)
-        N = B * R
+            target = slot_logits(step_logits(logits, (inputs.positions + 1).clamp(max=T - 1), self.sampling))
+        in_seg = (win_pos[:, :L] < self.ends[r][:, None])[..., None]
+        drafts = torch.cat([torch.where(in_seg, self.drafts[b, r], -1), self.drafts.new_full((len(window), 1, K), -1)], 1)
+        q = F.one_hot(drafts[:, :L].clamp(min=0), V).float()  # first drafts: one-hot
+        if len(self.q_dense):  # carried drafts: the p of their slot in the last verification
+            q = torch.where(self.q_carried[b, r][..., None, None], self.q_dense[self.q_row[b, r].clamp(min=0)], q)
+        q = torch.cat([q, q.new_zeros(len(window), 1, K, V)], 1)
         out = verify(
-            None, q.view(N, S, K, V), drafts.view(N, S, K), inputs.num_slots.view(N),
-            uniforms((N, S, K), self.generator, self.device), uniforms((N, S, K), self.generator, self.device),
-            target_logits=logits_win.reshape(N, S, K, V), sampling=self.sampling,
-            allowed=None if allowed is None else allowed.reshape(N, S, K, V),
+            None, q, drafts, inputs.num_slots[b, r], accept_u[window], sample_u[window],
+            target_logits=target, sampling=self.sampling, allowed=allowed_steps(self.layout, win_pos),
             rule=self.rule, coupling=self.config.method == "mc-sjd",
         )
-        return out
+        return Verified.scatter(out, b, r, self.drafts, S)
 
     def commit_run(self, b: torch.Tensor, pos: torch.Tensor, steps: torch.Tensor, mask: torch.Tensor) -> None:
         """Commits `steps [..., K]` at `pos` of sequences `b` where `mask`."""
@@ -219,26 +249,27 @@ class JacobiLoop:
         self.commit_iteration[at] = max(self.forwards - 1, 0)
         self.stopping.update(self.tokens, self.committed)
 
-    def commit_and_slide(self, inputs: Inputs, out) -> None:
+    def commit_and_slide(self, inputs: Inputs, verified: "Verified") -> None:
         """Commits each window's run, keeps the cache entries computed on committed
         context, and slides the windows, carrying the later slots' next drafts."""
-        B, R, S, K, V = self.B, self.R, self.S, self.K, self.V
+        B, S, K, V, L = self.B, self.S, self.K, self.V, self.L
         num_slots = inputs.num_slots
-        committed = self.stopping.cut(out.committed.view(B, R), out.tokens.view(B, R, S, K))
-        accepted = out.accepted.view(B, R)
-        steps = out.tokens.view(B, R, S, K)
-        self.commit_run(self.b[..., None], self.n[..., None] + self.slot, steps, self.slot < committed[..., None])
-        draft_ok = torch.cat([torch.ones_like(accepted, dtype=torch.bool)[..., None], self.slot[: self.L] < accepted[..., None]], -1)
+        committed = self.stopping.cut(verified.committed, verified.tokens)
+        self.commit_run(self.b[..., None], self.n[..., None] + self.slot, verified.tokens, self.slot < committed[..., None])
+        draft_ok = torch.cat([torch.ones_like(verified.accepted, dtype=torch.bool)[..., None],
+                              self.slot[:L] < verified.accepted[..., None]], -1)
         keep = (inputs.on_committed_context & draft_ok.view(B, -1)).gather(1, inputs.take) & inputs.valid
         self.session.commit(inputs.positions, keep)
         self.kv_done[self.b.expand_as(keep)[keep], inputs.positions[keep]] = True
         self.n = self.n + committed
-        p = out.target_probs.view(B, R, S, K, V) * (self.slot[:, None, None] < num_slots[..., None, None, None])
-        src = self.slot[: self.L] + committed[..., None]  # new slot i takes old slot i + c
-        carried = src < num_slots[..., None]
+        src = self.slot[:L] + committed[..., None]  # new slot i takes old slot i + c
+        self.q_carried = src < num_slots[..., None]
         src = src.clamp(max=S - 1)
-        self.drafts = torch.where(carried[..., None], steps.gather(2, src[..., None].expand(-1, -1, -1, K)), -1)
-        self.draft_q = p.gather(2, src[..., None, None].expand(-1, -1, -1, K, V)) * carried[..., None, None]
+        self.drafts = torch.where(self.q_carried[..., None], verified.tokens.gather(2, src[..., None].expand(-1, -1, -1, K)), -1)
+        b, r = verified.b, verified.r
+        self.q_dense = verified.target_probs.gather(1, src[b, r][..., None, None].expand(-1, -1, K, V))
+        self.q_row.fill_(-1)
+        self.q_row[b, r] = torch.arange(len(b), device=self.device)
 
     def run(self, on_step: Callable[[int, int], None] | None = None) -> tuple[torch.Tensor, DecodeStats]:
         start = time.perf_counter()
@@ -248,7 +279,7 @@ class JacobiLoop:
         while not self.stopping.all_done(self.committed):
             live = self.open_windows()
             inputs = self.pack_inputs(live)
-            self.commit_and_slide(inputs, self.forward_and_verify(inputs))
+            self.commit_and_slide(inputs, self.forward_and_verify(inputs, live))
             if on_step:
                 on_step(int(self.stopping.done(self.committed).sum()) // self.B, self.T)
         tokens = self.stopping.padded(self.tokens)
