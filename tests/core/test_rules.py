@@ -75,3 +75,21 @@ def test_relaxed_rules_need_embeddings():
         LanternRule().bind(None)
     with pytest.raises(ValueError, match="exactly one of delta"):
         LanternRule(delta=0.1, lam=2.0)
+
+
+def test_rules_are_bound_once_per_table(monkeypatch):
+    """LANTERN's quadratic neighbour search runs once for a codebook, however many calls
+    (and freshly built layouts) use it; a different codebook is searched anew."""
+    import mmspec.core.rules as rules
+
+    calls = []
+    search = rules.nearest_neighbours
+    monkeypatch.setattr(rules, "nearest_neighbours", lambda *a, **k: calls.append(1) or search(*a, **k))
+    codebook = torch.randn(12, 3, generator=torch.Generator().manual_seed(0))
+    rule = LanternRule(k=3)
+    first = rules.bind_cached(rule, codebook.clone())
+    second = rules.bind_cached(rule, codebook.clone())
+    assert len(calls) == 1 and torch.equal(first.neighbours, second.neighbours)
+    rules.bind_cached(rule, codebook + 1)
+    rules.bind_cached(LanternRule(k=4), codebook)
+    assert len(calls) == 3

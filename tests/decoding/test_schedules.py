@@ -78,3 +78,17 @@ def test_frame_schedule_decodes_frames_side_by_side():
     assert runs["frames"].forward_passes < 24 and not runs["frames"].exact
     order = runs["frames"].commit_iteration[0].view(3, 8)
     assert int(order[1, 0]) < int(order[0, -1])  # frame 1 starts before frame 0 ends
+
+
+@pytest.mark.parametrize("schedule", [ZipAR(2), Frames(rows=1, zipar_window=2)], ids=repr)
+@pytest.mark.parametrize("name", ["sjd+lantern", "mc-sjd+gsd"])
+def test_schedules_compose_with_relaxed_rules(schedule, name):
+    layout, forced = forced_separators()
+    layout = TokenLayout(layout.axes, layout.coords, 8, allowed=layout.allowed, forced=forced,
+                         token_embeddings=torch.randn(8, 2, generator=torch.Generator().manual_seed(0)))
+    config = DecodingConfig.from_name(name, window=3, lantern_k=3, gsd_embed_dist=4.0)
+    config = DecodingConfig(method=config.method, rule=config.rule, window=3, init="previous-frame", schedule=schedule)
+    tokens, stats = generate(tiny_model(vocab_size=8, block_size=16), torch.tensor([0, 1]), decoding=config,
+                             sampling=SamplingConfig(top_k=5), layout=layout, generator=torch.Generator().manual_seed(2))
+    assert (tokens[:, forced >= 0] == forced[forced >= 0]).all() and not stats.exact
+    assert stats.method == f"{schedule.name}+{name}"
