@@ -3,6 +3,7 @@ import pytest
 import torch
 from PIL import Image
 
+from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.generate import generate
 from mmspec.decoding.sampling import SamplingConfig
 from mmspec.models.janus import JanusCondition, JanusImageGenerator
@@ -27,7 +28,7 @@ def call(pipe, seed=0, **kwargs):
 
 @pytest.mark.parametrize("decoding", ["ar", "mc-sjd", "zipar+mc-sjd+gsd"])
 def test_call_returns_images_and_stats_per_image(pipe, decoding):
-    out = call(pipe, decoding=decoding, num_images_per_prompt=2)
+    out = call(pipe, decoding=DecodingConfig.from_name(decoding, zipar_window=2), num_images_per_prompt=2)
     assert len(out.images) == 4 and all(isinstance(im, Image.Image) and im.size == PIXELS for im in out.images)
     assert len(out.stats) == 4 and all(s.tokens_committed == T for s in out.stats)
     assert out.tokens.shape == (4, T)

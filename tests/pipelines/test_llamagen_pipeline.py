@@ -3,6 +3,7 @@ import pytest
 import torch
 from PIL import Image
 
+from mmspec.decoding.config import DecodingConfig
 from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
 from mmspec.pipelines.llamagen import LlamaGenPipeline, left_pad_captions
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
@@ -30,6 +31,7 @@ def c2i_pipe():
 
 @pytest.mark.parametrize("decoding", ["ar", "mc-sjd", "zipar+mc-sjd", "sjd+gsd"])
 def test_c2i_call_returns_images_and_stats_per_image(c2i_pipe, decoding):
+    decoding = DecodingConfig.from_name(decoding, zipar_window=2)  # the 4 x 4 grid refuses the default 8
     out = c2i_pipe(class_labels=[0, 2], num_images_per_prompt=2, decoding=decoding, generator=torch.Generator().manual_seed(0))
     assert len(out.images) == 4 and all(isinstance(im, Image.Image) and im.size == (8, 8) for im in out.images)
     assert len(out.stats) == 4 and all(s.tokens_committed == 16 for s in out.stats)
@@ -63,7 +65,8 @@ def test_save_load_round_trip_gives_the_same_tokens(c2i_pipe, tmp_path):
     a = c2i_pipe(generator=torch.Generator().manual_seed(3), **kw).images
     b = loaded(generator=torch.Generator().manual_seed(3), **kw).images
     assert torch.equal(a, b)
-    assert loaded.class_names == ["a", "b", "c"] and loaded.default_sampling == {"guidance_scale": 2.0}
+    assert loaded.class_names == ["a", "b", "c"]
+    assert loaded.default_sampling == {"guidance_scale": 2.0, "temperature": 1.0, "top_k": 2000, "top_p": 1.0}
 
 
 def test_call_does_not_change_the_components(c2i_pipe):
