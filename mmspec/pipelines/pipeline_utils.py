@@ -83,7 +83,10 @@ def load_transformers(load: Callable, folder: str | Path, **kwargs):
 
     try:
         return load(folder, **kwargs)
-    except (pickle.UnpicklingError, SafetensorError, OSError, RuntimeError) as err:
+    except pickle.UnpicklingError:  # its text suggests weights_only=False, which would run the code
+        raise ValueError(f"cannot load {folder}: a pickled file there needs arbitrary unpickling; mmspec refuses to "
+                         "execute code from a checkpoint: re-save it as safetensors") from None
+    except (SafetensorError, OSError, RuntimeError) as err:
         raise ValueError(f"cannot load {folder}: {first_line(err)}") from None
 
 
@@ -324,7 +327,7 @@ class TransformersImagePipeline(TokenImagePipeline):
     def _load(cls, model_folder: str | Path, processor_folder: str | Path, dtype: torch.dtype | None, settings: dict):
         model_cls, processor_cls = cls._classes()
         model = load_transformers(model_cls.from_pretrained, model_folder, **({} if dtype is None else {"dtype": dtype}))
-        check_finite(model.named_parameters(), f"the weights in {model_folder}")
+        check_finite(model.named_parameters(), str(model_folder))
         return cls(model.eval(), load_transformers(processor_cls.from_pretrained, processor_folder), **settings)
 
     @classmethod

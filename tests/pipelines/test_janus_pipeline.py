@@ -83,3 +83,24 @@ def test_bad_input_is_a_one_line_error(pipe, kwargs, message):
     with pytest.raises(ValueError, match=message) as info:
         call(pipe, **kwargs)
     assert "\n" not in str(info.value)
+
+
+def test_front_end_attributes_device_and_dtype(pipe):
+    assert pipe.condition_kind == "prompt" and pipe.class_names is None
+    assert pipe.token_grid == JANUS_GRID and pipe.sequence_length == T
+    assert pipe.default_sampling == {"guidance_scale": 5.0, "temperature": 1.0, "top_k": 0, "top_p": 1.0}
+    assert pipe.to("cpu") is pipe and pipe.device == torch.device("cpu") and pipe.dtype == torch.float32
+    with pytest.raises(ValueError, match="zipar_window 8 is longer than a 4-token row"):
+        pipe.check_decoding("zipar+mc-sjd")
+
+
+def test_image_i_of_a_batch_with_a_generator_list_is_the_same_seed_alone(pipe):
+    kw = dict(decoding="mc-sjd", output_type="tokens")
+    batch = pipe(["a cat", "red dog"], generator=[torch.Generator().manual_seed(s) for s in (1, 2)], **kw).images
+    alone = pipe("red dog", generator=torch.Generator().manual_seed(2), **kw).images
+    assert torch.equal(batch[1], alone[0])
+
+
+def test_from_pretrained_honours_torch_dtype(pipe, tmp_path):
+    pipe.save_pretrained(tmp_path)
+    assert JanusPipeline.from_pretrained(tmp_path, torch_dtype=torch.bfloat16).dtype == torch.bfloat16
