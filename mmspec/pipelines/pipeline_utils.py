@@ -29,6 +29,8 @@ SAMPLING_KEYS = ("guidance_scale", "temperature", "top_k", "top_p")
 # CFG scales in use lie between 1 and ~10; far past that, u + s*(c - u) is dominated by
 # float rounding of c - u, and at inf or 1e30 it yields a flat image or noise
 MAX_GUIDANCE_SCALE = 100.0
+# temperatures in use lie between 0 and ~2; past 10 every distribution is close to uniform noise
+MAX_TEMPERATURE = 10.0
 # keys and values one call may hold (CFG rows included): what bounds images per call
 KV_CACHE_BUDGET_BYTES = 8 * 2**30
 
@@ -124,12 +126,12 @@ def resolve_sampling(family: dict, saved: dict | None = None) -> dict:
 
 def sampling_config(defaults: dict, **overrides) -> SamplingConfig:
     """`defaults` updated by the overrides that are not None, checked to be finite and
-    `guidance_scale <= MAX_GUIDANCE_SCALE`."""
+    at most `MAX_GUIDANCE_SCALE` and `MAX_TEMPERATURE`."""
     sampling = SamplingConfig(**{**defaults, **{k: v for k, v in overrides.items() if v is not None}})
     if not math.isfinite(sampling.guidance_scale) or sampling.guidance_scale > MAX_GUIDANCE_SCALE:
         raise ValueError(f"guidance_scale must be finite and at most {MAX_GUIDANCE_SCALE:g}, got {sampling.guidance_scale}")
-    if not math.isfinite(sampling.temperature):
-        raise ValueError(f"temperature must be finite, got {sampling.temperature}")
+    if sampling.temperature > MAX_TEMPERATURE:
+        raise ValueError(f"temperature must be at most {MAX_TEMPERATURE:g}, got {sampling.temperature}")
     return sampling
 
 
