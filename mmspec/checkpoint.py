@@ -77,6 +77,12 @@ def _is_state_dict(obj) -> bool:
     return isinstance(obj, Mapping) and len(obj) > 0 and all(isinstance(v, torch.Tensor) for v in obj.values())
 
 
+def first_line(err: BaseException) -> str:
+    """The first line of an error's message: ours are one line, and many libraries' are not."""
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__
+
+
 def _load_safetensors(path: str) -> StateDict:
     from safetensors import SafetensorError
     from safetensors.torch import load_file
@@ -84,7 +90,7 @@ def _load_safetensors(path: str) -> StateDict:
     try:
         return load_file(path, device="cpu")
     except SafetensorError as err:  # its messages name no file
-        raise ValueError(f"{path} is not a readable safetensors file (truncated or damaged: {str(err).strip().splitlines()[0]})") from None
+        raise ValueError(f"{path} is not a readable safetensors file (truncated or damaged: {first_line(err)})") from None
 
 
 def _torch_load_weights_only(path: str):
@@ -92,9 +98,8 @@ def _torch_load_weights_only(path: str):
         with torch.serialization.safe_globals([argparse.Namespace]):
             return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
-        reason = str(err).strip().splitlines()[0]
         raise ValueError(
-            f"{path} needs arbitrary unpickling to load ({reason}); mmspec refuses to execute code from "
+            f"{path} needs arbitrary unpickling to load ({first_line(err)}); mmspec refuses to execute code from "
             f"a checkpoint. Re-save its state dict alone (torch.save(ckpt['model'], ...)) or as safetensors."
         ) from None
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from diffusers import DiffusionPipeline
 
-from mmspec.checkpoint import check_finite
+from mmspec.checkpoint import check_finite, first_line
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.contracts import TokenLayout, TokenModel
 from mmspec.decoding.generate import as_decoding, generate
@@ -70,11 +70,6 @@ def pop_dtype(cls: type, kwargs: dict) -> torch.dtype | None:
     if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
         raise ValueError(f"torch_dtype must be a floating torch.dtype such as torch.bfloat16, got {dtype!r}")
     return dtype
-
-
-def first_line(err: BaseException) -> str:
-    lines = str(err).strip().splitlines()
-    return lines[0] if lines else type(err).__name__
 
 
 def load_transformers(load: Callable, folder: str | Path, **kwargs):

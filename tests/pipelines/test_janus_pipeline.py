@@ -101,6 +101,9 @@ def test_image_i_of_a_batch_with_a_generator_list_is_the_same_seed_alone(pipe):
     assert torch.equal(batch[1], alone[0])
 
 
-def test_from_pretrained_honours_torch_dtype(pipe, tmp_path):
+def test_from_pretrained_honours_torch_dtype_and_refuses_unknown_keywords(pipe, tmp_path):
+    """Unknown keywords used to go to transformers, which ignored `device_map` here."""
     pipe.save_pretrained(tmp_path)
     assert JanusPipeline.from_pretrained(tmp_path, torch_dtype=torch.bfloat16).dtype == torch.bfloat16
+    with pytest.raises(ValueError, match="JanusPipeline.from_pretrained got unknown keyword.*low_cpu_mem_usage"):
+        JanusPipeline.from_pretrained(tmp_path, low_cpu_mem_usage=True)
