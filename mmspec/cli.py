@@ -87,8 +87,8 @@ def conditions(args, pipe) -> tuple[list[dict], list[str]]:
     """One pipeline-call condition per grid row, and the rows' names; `--per-class` checked
     against the images the model decodes in one call."""
     if args.per_class > pipe.max_images_per_call:
-        raise UserError(f"--per-class {args.per_class} is more than the {pipe.max_images_per_call} images this model decodes "
-                        "in one call; use `mmspec batch` for large runs")
+        raise UserError(f"--per-class {args.per_class} is more than the {pipe.max_images_per_call} images one call of this model "
+                        "may decode (what its key-value cache budget holds); use `mmspec batch` for large runs")
     if pipe.condition_kind == "class":
         if args.prompt:
             raise UserError("this pipeline is class-conditional: use --classes, not --prompt")
@@ -144,6 +144,7 @@ def cmd_generate(args) -> None:
     if out_path.suffix.lower() != ".png":
         raise UserError(f"--out {args.out!r} must name a .png file")
     check_new_file(out_path, args.overwrite)
+    replacing = out_path.exists()
     pipe = load(args)
     [config] = checked_decodings(args, pipe)
     rows, names = conditions(args, pipe)
@@ -160,7 +161,7 @@ def cmd_generate(args) -> None:
     atomic_write(out_path, lambda tmp: grid.save(tmp, format="PNG"))
     stats = [s for out in outputs for s in out.stats]
     exact = all(s.exact for s in stats)
-    print(f"wrote {out_path} ({len(rows)} rows x {args.per_class} images; rows: {', '.join(names)})")
+    print(f"{'replaced' if replacing else 'wrote'} {out_path} ({len(rows)} rows x {args.per_class} images; rows: {', '.join(names)})")
     print(f"decoding: {config.describe()} ({'exact: samples the model' if exact else 'relaxed: approximates the model'}); "
           f"forward passes: {sum(s.forward_passes for s in stats) / len(stats):.1f} per image on average "
           f"(AR needs {pipe.sequence_length}); decoding wall time: {sum(o.stats[0].wall_time_s for o in outputs):.1f} s")

@@ -30,7 +30,7 @@ def test_generate_writes_a_labelled_grid_and_times_ar_beside_the_method(pipeline
     out = tmp_path / "grid.png"
     assert main(["generate", "--pipeline", str(pipeline_dir), "--classes", "0", "2", "--per-class", "2", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "rows: circle, stripes" in text and "AR needs 256" in text and "mc-sjd (exact: samples the model)" in text
+    assert f"wrote {out} (2 rows x 2 images; rows: circle, stripes)" in text and "AR needs 256" in text and "mc-sjd (exact: samples the model)" in text
     assert "against AR on the last row (stripes, 2 image(s), same seed): AR" in text and "x faster in wall time" in text
     grid = Image.open(out).convert("L")
     images_w = 2 * (2 * (16 + 2) + 2)  # two 16-pixel images per row, 2-pixel padding, scaled 2x
@@ -167,7 +167,7 @@ def test_an_existing_output_is_replaced_only_with_overwrite(pipeline_dir, tmp_pa
     assert generate_into(pipeline_dir, out) == 2
     assert "exists; pass --overwrite to replace it" in capsys.readouterr().err and out.read_bytes() == b"mine"
     assert generate_into(pipeline_dir, out, "--overwrite") == 0
-    assert Image.open(out).format == "PNG"
+    assert f"replaced {out}" in capsys.readouterr().out and Image.open(out).format == "PNG"
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
