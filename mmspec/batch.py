@@ -177,6 +177,24 @@ def check_settings(out_dir: Path, settings: dict) -> None:
                          "to keep both, or restart it (--restart deletes its results)")
 
 
+def condition_name(prompt: str | None, class_label: int | None) -> str:
+    return repr(prompt) if prompt is not None else f"class {class_label}"
+
+
+def check_items_match_records(out_dir: Path, items: list[Item]) -> None:
+    """Refuses items whose id already has a record for another condition (the same id with
+    another prompt or class would be skipped as done, and its old image kept)."""
+    for item in items:
+        path = out_dir / "records" / f"{item.id}.json"
+        if not path.exists():
+            continue
+        record = json.loads(path.read_text())
+        if (record["prompt"], record["class_label"]) != (item.prompt, item.class_label):
+            raise ValueError(f"item {item.id} of {out_dir} was generated for {condition_name(record['prompt'], record['class_label'])}, "
+                             f"not for {condition_name(item.prompt, item.class_label)}; choose a new output folder, "
+                             "or restart it (--restart deletes its results)")
+
+
 def clear_results(out_dir: str | Path) -> None:
     """Deletes what a batch wrote into `out_dir` (images named by records, records, the
     manifest, the settings), so that the next run starts over. Nothing else is touched."""
@@ -205,8 +223,9 @@ def run_batch(
     record `out_dir/records/{id}.json`; returns the items it generated (not skipped).
 
     The run's settings (`pipeline`, which names the pipeline, decoding, sampling `call_kwargs`
-    and seed) are recorded in `out_dir/settings.json`; a folder holding another run's results
-    is refused before any work (`clear_results` starts it over). `on_item(item, skipped)`
+    and seed) are recorded in `out_dir/settings.json`; a folder holding another run's results,
+    or an item id recorded for another condition, is refused before any work
+    (`clear_results` starts it over). `on_item(item, skipped)`
     reports progress.
     """
     out_dir = Path(out_dir)
@@ -215,6 +234,7 @@ def run_batch(
     settings = run_settings(pipe, decoding, seed, call_kwargs, pipeline)
     check_writable(out_dir)
     check_settings(out_dir, settings)
+    check_items_match_records(out_dir, items)
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(out_dir / SETTINGS_FILE, lambda p: p.write_text(json.dumps(settings, indent=2) + "\n"))
     images, records = out_dir / "images", out_dir / "records"

@@ -117,6 +117,15 @@ def test_a_rerun_with_other_settings_is_refused_until_restarted(pipe, tmp_path):
     assert {json.loads(line)["decoding"] for line in write_manifest(tmp_path, items).read_text().splitlines()} == {"ar"}
 
 
+def test_an_item_id_recorded_for_another_condition_is_refused(pipe, tmp_path):
+    """Line numbers are ids: a rerun with another labels file used to skip its items as
+    done and keep the earlier images under them."""
+    run_batch(pipe, [Item("000001", class_label=0)], tmp_path)
+    with pytest.raises(ValueError, match="item 000001 of .* was generated for class 0, not for class 2; choose a new output folder"):
+        run_batch(pipe, [Item("000002", class_label=1), Item("000001", class_label=2)], tmp_path)
+    assert os.listdir(tmp_path / "records") == ["000001.json"]
+
+
 def test_a_folder_with_results_but_no_recorded_settings_is_refused(pipe, tmp_path):
     run_batch(pipe, [Item("0", class_label=0)], tmp_path)
     (tmp_path / "settings.json").unlink()  # as a folder written before settings were recorded

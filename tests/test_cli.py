@@ -13,7 +13,9 @@ import pytest
 from PIL import Image
 
 from mmspec.cli import main
+from mmspec.pipelines.janus import JanusPipeline
 from tests.pipelines.test_llamagen_pipeline import tiny_c2i_pipeline
+from tests.pipelines.tiny_models import tiny_janus
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -38,6 +40,18 @@ def test_generate_writes_a_labelled_grid_and_times_ar_beside_the_method(pipeline
     assert label.width > 20 and label.getextrema()[0] < 100  # a column of dark text left of the images
     top, bottom = label.crop((0, 0, label.width, grid.height // 2)), label.crop((0, grid.height // 2, label.width, grid.height))
     assert top.getbbox() != bottom.getbbox() or top.tobytes() != bottom.tobytes()  # one label per row, not one for all
+
+
+def test_generate_on_a_prompt_pipeline_labels_each_row_with_its_prompt(tmp_path, capsys):
+    JanusPipeline(*tiny_janus()).save_pretrained(tmp_path / "janus")
+    out = tmp_path / "grid.png"
+    assert main(["generate", "--pipeline", str(tmp_path / "janus"), "--prompt", "a cat", "red dog", "--per-class", "2",
+                 "--window", "4", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "rows: a cat, red dog" in text and "AR needs 16" in text and "against AR on the last row (red dog, 2 image(s)" in text
+    grid = Image.open(out).convert("L")
+    images_w = 2 * (2 * (8 + 2) + 2)  # two 8-pixel images per row
+    assert grid.width > images_w + 20 and grid.crop((0, 0, grid.width - images_w, grid.height)).getextrema()[0] < 100
 
 
 def forwards_of(verb, out, stdout) -> float:
