@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("gradio", reason="the demo needs the [demo] extra")
+# imported after the skip: the demo module imports gradio
 from mmspec.apps.demo import MAX_METHODS, launch
 from mmspec.pipelines.emu3 import Emu3Pipeline
 from mmspec.pipelines.janus import JanusPipeline
