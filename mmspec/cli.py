@@ -17,8 +17,6 @@ import torch
 
 from mmspec.assets import DEFAULT_ASSETS
 
-log = logging.getLogger("mmspec")
-
 AR_BASELINE = "ar"
 
 
