@@ -303,7 +303,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_pipeline(t)
     add_method(t)
     add_decoding(t)
-    t.add_argument("--prompts", required=True, help="text file (one prompt or class label per line) or JSONL (id, prompt|class_label)")
+    t.add_argument("--prompts", required=True, help="text file (one prompt or class label per line) or .jsonl (objects with prompt or an integer "
+                        "class_label, and an optional id: a plain file name)")
     t.add_argument("--out", required=True, help="output directory: images/, records/, settings.json, manifest.jsonl")
     t.add_argument("--restart", action="store_true",
                    help="delete the results of an earlier run in --out (needed when its settings differ) and start over")
