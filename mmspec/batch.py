@@ -148,14 +148,15 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
 def run_settings(pipe, decoding: DecodingConfig, seed: int, call_kwargs: dict, pipeline: str | None) -> dict:
     """What decides a batch's images besides the items: the pipeline, the decoding with
     every parameter, the sampling with the pipeline's defaults filled in, and the seed; as
-    JSON reads them back (lists, not tuples), so that a recorded run compares equal."""
+    JSON reads them back (lists, not tuples; a drafter or schedule object by its repr), so
+    that a recorded run compares equal."""
     settings = {
         "pipeline": pipeline or type(pipe).__name__,
         "decoding": {"name": decoding.name, **dataclasses.asdict(decoding)},
         "sampling": {**pipe.default_sampling, **call_kwargs},
         "seed": seed,
     }
-    return json.loads(json.dumps(settings))
+    return json.loads(json.dumps(settings, default=repr))
 
 
 def check_settings(out_dir: Path, settings: dict) -> None:
