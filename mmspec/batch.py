@@ -29,6 +29,9 @@ from mmspec.decoding.config import DecodingConfig
 # never a path, never hidden (temporary files are `.{id}.png.{pid}.tmp`), never a glob
 ITEM_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
 SETTINGS_FILE = "settings.json"
+# seeds are 63-bit: a torch.Generator takes up to 2**64 - 1, which leaves room for the
+# `seed + i` of one seed per row or batch
+MAX_SEED = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ class Item:
 
 
 def item_seed(base_seed: int, item_id: str) -> int:
-    """A deterministic 63-bit seed per item."""
+    """A deterministic seed in [0, MAX_SEED] per item."""
     digest = hashlib.sha256(f"{base_seed}:{item_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big") >> 1
 

@@ -41,6 +41,18 @@ def positive_int(text: str) -> int:
     return value
 
 
+def seed_number(text: str) -> int:
+    from mmspec.batch import MAX_SEED
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to {MAX_SEED}, got {text!r}")
+    return value
+
+
 # --- settings shared by every verb --------------------------------------------------------
 
 
@@ -262,7 +274,7 @@ def add_decoding(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperature", type=float, help="sampling temperature, 0 = greedy (default: the pipeline's)")
     p.add_argument("--top-k", type=int, help="top-k filter, 0 = off (default: the pipeline's)")
     p.add_argument("--top-p", type=float, help="nucleus filter in (0, 1] (default: the pipeline's)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=seed_number, default=0, help="random seed, 0 to 2**63 - 1 (default 0)")
 
 
 def add_method(p: argparse.ArgumentParser) -> None:

@@ -23,6 +23,7 @@ import math
 import gradio as gr
 import torch
 
+from mmspec.batch import MAX_SEED
 from mmspec.decoding.config import DECODINGS, DecodingConfig
 from mmspec.images import commit_heatmap
 from mmspec.pipelines.pipeline_utils import sampling_config
@@ -88,7 +89,9 @@ def check_settings(pipe, seed, window, guidance_scale, temperature, top_k, top_p
     try:
         seed_value = int(str(seed).strip())
     except ValueError:
-        raise ValueError(f"seed must be a whole number, got {seed!r}") from None
+        seed_value = -1
+    if not 0 <= seed_value <= MAX_SEED:
+        raise ValueError(f"seed must be a whole number from 0 to {MAX_SEED}, got {seed!r}")
     sampling = dict(guidance_scale=guidance_scale, temperature=temperature, top_k=whole("top_k", top_k, 0), top_p=top_p)
     sampling_config({}, **sampling)
     params = dict(

@@ -94,6 +94,7 @@ def test_two_requests_at_once_get_their_own_results(app):
         (dict(window=0), "window must be a whole number from 1 to 16, got 0"),
         (dict(window=17), "window must be a whole number from 1 to 16, got 17"),
         (dict(seed="abc"), "seed must be a whole number"),
+        (dict(seed=str(2**64)), "seed must be a whole number from 0 to 9223372036854775807"),
         (dict(top_k=-5), "top_k must be a whole number >= 0"),
         (dict(zipar_window=5), "zipar_window 5 is longer than a 4-token row"),
         (dict(methods=["sjd", "sjd"]), "methods lists a method twice"),
