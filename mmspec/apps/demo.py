@@ -182,7 +182,7 @@ def build_demo(pipe) -> gr.Blocks:
                 gr.update(visible=any("gsd" in m for m in selected)),
             )
 
-        methods.change(toggle, methods, [zipar_box, lantern_box, gsd_box], api_visibility="private", queue=False)
+        methods.change(toggle, methods, [zipar_box, lantern_box, gsd_box], api_name=False, queue=False)
 
         def generate(condition, methods, seed, window, guidance_scale, temperature, top_k, top_p, zipar_window,
                      lantern_k, lantern_delta, gsd_rank_window, gsd_prob_gap, gsd_embed_dist):
