@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from PIL import Image, ImageDraw
 
+from mmspec.batch import atomic_write
 from mmspec.decoding.config import DecodingConfig
 
 
@@ -44,13 +45,13 @@ def run_methods(
     call_kwargs: dict | None = None,
     on_progress: Callable[[str, int, int], None] | None = None,
 ) -> list[MethodResult]:
-    """Runs each method on `conditions` (pipeline call kwargs for one image each, e.g.
-    `{"class_labels": [3]}`) in batches of `batch_size`. The batch starting at item i is
-    seeded with `seed + i` for every method, so all methods see the same conditions and
-    seeds (with `batch_size=1`, each image has its own seed)."""
+    """Runs each method (a name or a `DecodingConfig`, checked by `pipe.check_decoding`) on
+    `conditions` (pipeline call kwargs for one image each, e.g. `{"class_labels": [3]}`) in
+    batches of `batch_size`. The batch starting at item i is seeded with `seed + i` for every
+    method, so all methods see the same conditions and seeds (with `batch_size=1`, each image
+    has its own seed). Every method is checked before the first one runs."""
     results = []
-    for method in methods:
-        config = method if isinstance(method, DecodingConfig) else DecodingConfig.from_name(method)
+    for config in [pipe.check_decoding(method) for method in methods]:
         images, forwards = [], []
         start = time.perf_counter()
         for i in range(0, len(conditions), batch_size):
@@ -80,11 +81,16 @@ def environment() -> dict:
     }
 
 
-def report(results: list[MethodResult], out_dir: str | Path, name: str, meta: dict) -> tuple[Path, Path, Path]:
-    """Writes `name.md`, `name.json` and the speed-up plot `name.png`; AR (first row named
-    "ar") is the baseline of the ratios."""
+def report_paths(out_dir: str | Path, name: str) -> tuple[Path, Path, Path]:
+    """The table, the data and the plot that `report` writes: `name.md`, `.json`, `.png`."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    return out_dir / f"{name}.md", out_dir / f"{name}.json", out_dir / f"{name}.png"
+
+
+def report(results: list[MethodResult], out_dir: str | Path, name: str, meta: dict) -> tuple[Path, Path, Path]:
+    """Writes `name.md`, `name.json` and the speed-up plot `name.png` (each atomically); AR
+    (first row named "ar") is the baseline of the ratios."""
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
     base = next((r for r in results if r.method == "ar"), results[0])
     quality_keys = sorted({k for r in results for k in r.quality})
     rows = []
@@ -106,10 +112,10 @@ def report(results: list[MethodResult], out_dir: str | Path, name: str, meta: di
         values[1] = "yes" if values[1] else "no"
         lines.append("| " + " | ".join(str(v) for v in values) + " |")
     lines += ["", "Run: " + ", ".join(f"{k}={v}" for k, v in meta.items() if k != "description")]
-    md, js, png = out_dir / f"{name}.md", out_dir / f"{name}.json", out_dir / f"{name}.png"
-    md.write_text("\n".join(lines) + "\n")
-    js.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
-    speedup_plot(rows).save(png)
+    md, js, png = report_paths(out_dir, name)
+    atomic_write(md, lambda p: p.write_text("\n".join(lines) + "\n"))
+    atomic_write(js, lambda p: p.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n"))
+    atomic_write(png, lambda p: speedup_plot(rows).save(p, format="PNG"))
     return md, js, png
 
 

@@ -42,9 +42,7 @@ def read_state_dict(path_or_state_dict: str | os.PathLike | Mapping, container_k
         if not os.path.isfile(path):
             raise ValueError(f"checkpoint {path!r} does not exist or is not a file")
         if path.endswith(".safetensors"):
-            from safetensors.torch import load_file
-
-            obj = load_file(path, device="cpu")
+            obj = _load_safetensors(path)
         else:
             obj = _torch_load_weights_only(path)
     if not isinstance(obj, Mapping):
@@ -63,11 +61,36 @@ def read_state_dict(path_or_state_dict: str | os.PathLike | Mapping, container_k
         obj = obj[found]
     if not _is_state_dict(obj):
         raise ValueError(f"the weights in {source} are not a mapping of names to tensors")
+    check_finite(obj.items(), source)
     return dict(obj)
+
+
+def check_finite(named_tensors: Iterable[tuple[str, torch.Tensor]], source: str) -> None:
+    """Refuses weights holding NaN or infinity: such a model loads and runs, but it
+    generates one token everywhere (or noise), with nothing to say why."""
+    for name, tensor in named_tensors:
+        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            raise ValueError(f"{source} is corrupt: its tensor {name!r} holds NaN or infinite values")
 
 
 def _is_state_dict(obj) -> bool:
     return isinstance(obj, Mapping) and len(obj) > 0 and all(isinstance(v, torch.Tensor) for v in obj.values())
+
+
+def first_line(err: BaseException) -> str:
+    """The first line of an error's message: ours are one line, and many libraries' are not."""
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__
+
+
+def _load_safetensors(path: str) -> StateDict:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(path, device="cpu")
+    except SafetensorError as err:  # its messages name no file
+        raise ValueError(f"{path} is not a readable safetensors file (truncated or damaged: {first_line(err)})") from None
 
 
 def _torch_load_weights_only(path: str):
@@ -75,9 +98,8 @@ def _torch_load_weights_only(path: str):
         with torch.serialization.safe_globals([argparse.Namespace]):
             return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
-        reason = str(err).strip().splitlines()[0]
         raise ValueError(
-            f"{path} needs arbitrary unpickling to load ({reason}); mmspec refuses to execute code from "
+            f"{path} needs arbitrary unpickling to load ({first_line(err)}); mmspec refuses to execute code from "
             f"a checkpoint. Re-save its state dict alone (torch.save(ckpt['model'], ...)) or as safetensors."
         ) from None
 
@@ -135,6 +157,19 @@ def load_into(
 def _short(items: list[str], limit: int = 5) -> str:
     more = f" (+{len(items) - limit} more)" if len(items) > limit else ""
     return ", ".join(items[:limit]) + more
+
+
+class DeviceDtypeMixin:
+    """`device` and `dtype` of a module's weights, as diffusers' `ModelMixin` has them:
+    `DiffusionPipeline.to`, `.device` and `.dtype` read them from every component."""
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.parameters()).dtype
 
 
 class JSONConfig:

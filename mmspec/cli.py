@@ -1,13 +1,13 @@
 """The `mmspec` command line: generate, bench, batch, demo.
 
 Every verb works on a saved pipeline directory (`--pipeline`, the shipped model by
-default). A user error prints one line and exits with status 2.
+default). A user error prints one line and exits with status 2, before any work: flags
+are checked first, then the output destination, then what depends on the loaded model.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import logging
 import sys
 import time
@@ -15,13 +15,64 @@ from pathlib import Path
 
 import torch
 
-log = logging.getLogger("mmspec")
+from mmspec.assets import DEFAULT_ASSETS
 
-DEFAULT_PIPELINE = Path(__file__).resolve().parent.parent / "assets" / "default"
+AR_BASELINE = "ar"
 
 
 class UserError(Exception):
     """A mistake in the command line or its inputs: reported in one line, exit status 2."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with its errors on one line like every other mmspec error (no usage dump)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return value
+
+
+def seed_number(text: str) -> int:
+    from mmspec.batch import MAX_SEED
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to {MAX_SEED}, got {text!r}")
+    return value
+
+
+# --- settings shared by every verb --------------------------------------------------------
+
+
+def decoding_configs(args) -> list:
+    """Every decoding a verb runs (bench: `--methods`, others: `--decoding`), each with the
+    same `--window`, `--zipar-window` and `--init`."""
+    from mmspec.decoding.config import DecodingConfig
+
+    names = args.methods if args.command == "bench" else [args.decoding]
+    return [DecodingConfig.from_name(n, window=args.window, zipar_window=args.zipar_window, init=args.init) for n in names]
+
+
+def sampling_kwargs(args) -> dict:
+    """The sampling flags that were given, checked (finite, in range) before any loading."""
+    from mmspec.pipelines.pipeline_utils import sampling_config
+
+    chosen = dict(guidance_scale=args.guidance_scale, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
+    chosen = {k: v for k, v in chosen.items() if v is not None}
+    sampling_config({}, **chosen)
+    return chosen
 
 
 def load(args):
@@ -29,85 +80,134 @@ def load(args):
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    pipe = load_pipeline(args.pipeline)
+    try:
+        pipe = load_pipeline(args.pipeline)
+    except OSError as err:
+        raise UserError(f"cannot load the pipeline in {args.pipeline}: {err}") from None
     pipe.set_progress_bar_config(desc="decoding", unit="tok", leave=False)
     return pipe
 
 
-def is_class_conditional(pipe) -> bool:
-    config = getattr(getattr(pipe, "transformer", None), "config", None)
-    return getattr(config, "model_type", None) == "c2i"
-
-
-def decoding_config(args):
-    from mmspec.decoding.config import DecodingConfig
-
-    return DecodingConfig.from_name(args.decoding, window=args.window, zipar_window=args.zipar_window, init=args.init)
-
-
-def sampling_kwargs(args) -> dict:
-    chosen = dict(guidance_scale=args.guidance_scale, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
-    return {k: v for k, v in chosen.items() if v is not None}
+def checked_decodings(args, pipe) -> list:
+    """`decoding_configs`, each checked against the model (a window longer than its sequence...)."""
+    return [pipe.check_decoding(config) for config in decoding_configs(args)]
 
 
 def conditions(args, pipe) -> tuple[list[dict], list[str]]:
-    """One pipeline-call condition per grid row, and the rows' names."""
-    if is_class_conditional(pipe):
+    """One pipeline-call condition per grid row, and the rows' names; `--per-class` checked
+    against the images the model decodes in one call."""
+    if args.per_class > pipe.max_images_per_call:
+        raise UserError(f"--per-class {args.per_class} is more than the {pipe.max_images_per_call} images one call of this model "
+                        "may decode (what its key-value cache budget holds); use `mmspec batch` for large runs")
+    if pipe.condition_kind == "class":
         if args.prompt:
             raise UserError("this pipeline is class-conditional: use --classes, not --prompt")
-        n = pipe.transformer.config.num_classes
-        names = pipe.class_names or [str(i) for i in range(n)]
+        n = len(pipe.class_names)
         classes = list(range(n)) if args.classes is None else args.classes
         if not classes or any(c < 0 or c >= n for c in classes):
             raise UserError(f"--classes must be one or more labels in [0, {n}), got {classes}")
-        return [{"class_labels": [c]} for c in classes], [names[c] for c in classes]
+        if len(set(classes)) != len(classes):
+            raise UserError(f"--classes lists a class twice ({classes}); each class is one row, --per-class sets its images")
+        return [{"class_labels": [c]} for c in classes], [pipe.class_names[c] for c in classes]
     if args.classes is not None:
         raise UserError("this pipeline is text-conditional: use --prompt, not --classes")
     if not args.prompt:
         raise UserError("--prompt is required for a text-conditional pipeline")
-    return [{"prompt": p} for p in args.prompt], list(args.prompt)
+    return [{"prompt": [p]} for p in args.prompt], list(args.prompt)
+
+
+# --- output destinations, checked before any work ----------------------------------------
+
+
+def check_new_file(path: Path, overwrite: bool) -> None:
+    """`path` can be written: not a folder, not an existing file (unless `overwrite`), in a
+    writable folder."""
+    from mmspec.batch import check_writable
+
+    if path.is_dir():
+        raise UserError(f"output {str(path)!r} is a folder; give a file path such as {str(path / 'grid.png')!r}")
+    if path.exists() and not overwrite:
+        raise UserError(f"output {str(path)!r} exists; pass --overwrite to replace it, or choose another path")
+    check_writable(path.parent)
+
+
+def check_out_dir(out_dir: Path, files: tuple[Path, ...], overwrite: bool) -> None:
+    from mmspec.batch import check_writable
+
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"output directory {str(out_dir)!r} is a file")
+    check_writable(out_dir)
+    existing = [f.name for f in files if f.exists()]
+    if existing and not overwrite:
+        raise UserError(f"{out_dir} already holds {', '.join(existing)}; pass --overwrite to replace them, or choose another --out-dir")
+
+
+# --- the verbs ---------------------------------------------------------------------------
 
 
 def cmd_generate(args) -> None:
     from mmspec.batch import atomic_write
-    from mmspec.images import image_grid
+    from mmspec.images import image_grid, label_rows
 
     started = time.perf_counter()
-    pipe = load(args)
-    rows, names = conditions(args, pipe)
-    if args.per_class < 1:
-        raise UserError(f"--per-class must be >= 1, got {args.per_class}")
-    config = decoding_config(args)
-    images, forwards, decode_s = [], [], 0.0
-    for i, row in enumerate(rows):
-        out = pipe(**row, num_images_per_prompt=args.per_class, decoding=config,
-                   generator=torch.Generator().manual_seed(args.seed + i), **sampling_kwargs(args))
-        images += out.images
-        forwards += [s.forward_passes for s in out.stats]
-        decode_s += out.stats[0].wall_time_s
-        print(f"row {i + 1}/{len(rows)} ({names[i]}): {sum(forwards[-args.per_class:]) / args.per_class:.0f} forward passes per image",
-              flush=True)
     out_path = Path(args.out)
+    if out_path.suffix.lower() != ".png":
+        raise UserError(f"--out {args.out!r} must name a .png file")
+    check_new_file(out_path, args.overwrite)
+    replacing = out_path.exists()
+    pipe = load(args)
+    [config] = checked_decodings(args, pipe)
+    rows, names = conditions(args, pipe)
+    sampling = sampling_kwargs(args)
+    images, outputs = [], []
+    for i, row in enumerate(rows):
+        out = pipe(**row, num_images_per_prompt=args.per_class, decoding=config, generator=torch.Generator().manual_seed(args.seed + i),
+                   **sampling)
+        images += out.images
+        outputs.append(out)
+        print(f"row {i + 1}/{len(rows)} ({names[i]}): {mean_forwards(out):.0f} forward passes per image", flush=True)
+    grid = label_rows(image_grid(images, cols=args.per_class, scale=2), names)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(out_path, lambda tmp: image_grid(images, cols=args.per_class, scale=2).save(tmp, format="PNG"))
-    T = pipe.transformer.config.block_size if hasattr(pipe, "transformer") else len(out.tokens[0])
-    print(f"wrote {out_path} ({len(rows)} rows x {args.per_class} images; rows: {', '.join(names)})")
-    print(f"decoding: {config.name} ({'exact' if config.exact else 'approximate'}); "
-          f"forward passes: {sum(forwards) / len(forwards):.1f} per image on average (AR needs {T}); "
-          f"decoding wall time: {decode_s:.1f} s, total wall time: {time.perf_counter() - started:.1f} s")
+    atomic_write(out_path, lambda tmp: grid.save(tmp, format="PNG"))
+    stats = [s for out in outputs for s in out.stats]
+    exact = all(s.exact for s in stats)
+    print(f"{'replaced' if replacing else 'wrote'} {out_path} ({len(rows)} rows x {args.per_class} images; rows: {', '.join(names)})")
+    print(f"decoding: {config.describe()} ({'exact: samples the model' if exact else 'relaxed: approximates the model'}); "
+          f"forward passes: {sum(s.forward_passes for s in stats) / len(stats):.1f} per image on average "
+          f"(AR needs {pipe.sequence_length}); decoding wall time: {sum(o.stats[0].wall_time_s for o in outputs):.1f} s")
+    if config.name != AR_BASELINE:
+        print(ar_comparison(pipe, rows[-1], names[-1], args.per_class, args.seed + len(rows) - 1, outputs[-1], sampling))
+    print(f"total wall time: {time.perf_counter() - started:.1f} s")
+
+
+def mean_forwards(out) -> float:
+    return sum(s.forward_passes for s in out.stats) / len(out.stats)
+
+
+def ar_comparison(pipe, row: dict, name: str, per_class: int, seed: int, out, sampling: dict) -> str:
+    """AR on the grid's last row (same condition, seed and batch, the model already warm),
+    against the chosen method's time for that row: the speed-up in seconds, not only forwards."""
+    ar = pipe(**row, num_images_per_prompt=per_class, decoding=AR_BASELINE, generator=torch.Generator().manual_seed(seed),
+              **sampling)
+    ar_s, method_s = ar.stats[0].wall_time_s, out.stats[0].wall_time_s
+    return (f"against AR on the last row ({name}, {per_class} image(s), same seed): AR {ar_s:.2f} s and "
+            f"{mean_forwards(ar):.0f} forwards per image, {out.stats[0].method} {method_s:.2f} s and {mean_forwards(out):.0f}: "
+            f"wall-time speed-up over AR {ar_s / max(method_s, 1e-9):.2f}x")
 
 
 def cmd_bench(args) -> None:
     from tqdm import tqdm
 
-    from mmspec.bench import environment, report, run_methods
+    from mmspec.bench import environment, report, report_paths, run_methods
 
+    check_out_dir(Path(args.out_dir), report_paths(args.out_dir, "bench"), args.overwrite)
     pipe = load(args)
     pipe.set_progress_bar_config(disable=True)
+    configs = checked_decodings(args, pipe)
     rows, names = conditions(args, pipe)
     items = [row for row in rows for _ in range(args.per_class)]
-    bar = tqdm(total=len(args.methods) * len(items), desc="bench", unit="img")
-    results = run_methods(pipe, items, args.methods, seed=args.seed, call_kwargs=sampling_kwargs(args),
+    bar = tqdm(total=len(configs) * len(items), desc="bench", unit="img")
+    results = run_methods(pipe, items, configs, seed=args.seed, call_kwargs=sampling_kwargs(args),
                           on_progress=lambda name, done, total: bar.update(1))
     bar.close()
     meta = {"description": f"{args.pipeline}: {', '.join(names)}; {args.per_class} image(s) each, batch 1",
@@ -121,105 +221,130 @@ def cmd_batch(args) -> None:
     from accelerate import PartialState
     from tqdm import tqdm
 
-    from mmspec.batch import read_items, run_batch, write_manifest
+    from mmspec.batch import check_writable, clear_results, read_items, run_batch, write_manifest
 
+    out_dir = Path(args.out)
+    check_writable(out_dir)
     state = PartialState(cpu=not torch.cuda.is_available())
     pipe = load(args)
     if state.device.type == "cuda":
         pipe.to(state.device)
     pipe.set_progress_bar_config(disable=True)
-    items = read_items(args.prompts, is_class_conditional(pipe))
-    if is_class_conditional(pipe):
-        n = pipe.transformer.config.num_classes
-        bad = [it for it in items if not 0 <= it.class_label < n]
-        if bad:
-            raise UserError(f"{args.prompts}: item {bad[0].id} has class label {bad[0].class_label}, not in [0, {n})")
+    [config] = checked_decodings(args, pipe)
+    items = read_items(args.prompts, len(pipe.class_names) if pipe.condition_kind == "class" else None)
+    if args.restart and state.is_main_process:
+        clear_results(out_dir)
+    state.wait_for_everyone()  # no process reads the folder while the main one clears it
     mine = items[state.process_index :: state.num_processes]
     bar = tqdm(total=len(mine), desc=f"batch (process {state.process_index + 1}/{state.num_processes})", unit="img",
                position=state.process_index)
-    run_batch(pipe, items, args.out, decoding=args.decoding, seed=args.seed, rank=state.process_index,
-              world_size=state.num_processes, call_kwargs=sampling_kwargs(args), on_item=lambda item, skipped: bar.update(1))
+    run_batch(pipe, items, out_dir, decoding=config, seed=args.seed, rank=state.process_index, world_size=state.num_processes,
+              call_kwargs=sampling_kwargs(args), pipeline=str(Path(args.pipeline).resolve()),
+              on_item=lambda item, skipped: bar.update(1))
     bar.close()
     state.wait_for_everyone()
     if state.is_main_process:
-        manifest = write_manifest(args.out, items)
+        manifest = write_manifest(out_dir, items)
         print(f"wrote {len(items)} items; manifest: {manifest}")
 
 
 def cmd_demo(args) -> None:
-    app_file = Path(__file__).resolve().parent.parent / "apps" / "demo.py"
-    if not app_file.is_file():
-        raise UserError(f"the demo app ships with the source tree ({app_file} is missing); run from a checkout")
-    spec = importlib.util.spec_from_file_location("mmspec_demo_app", app_file)
-    app = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(app)
-    app.launch(load(args), host=args.host, port=args.port)
+    try:
+        from mmspec.apps.demo import launch
+    except ModuleNotFoundError as err:
+        if err.name != "gradio":
+            raise
+        raise UserError("the demo needs gradio, an optional extra: pip install 'mmspec[demo]'") from None
+    launch(load(args), host=args.host, port=args.port)
 
 
-def add_common(p: argparse.ArgumentParser, decoding_default: str = "mc-sjd") -> None:
-    p.add_argument("--pipeline", default=str(DEFAULT_PIPELINE), help="saved pipeline directory (default: the shipped model)")
-    p.add_argument("--decoding", default=decoding_default,
-                   help=f"decoding method: ar, sjd, mc-sjd, sjd+lantern, mc-sjd+gsd, zipar, zipar+mc-sjd, ... (default {decoding_default})")
-    p.add_argument("--window", type=int, default=16, help="Jacobi draft window L (default 16)")
+# --- the parser --------------------------------------------------------------------------
+
+
+def add_pipeline(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pipeline", default=str(DEFAULT_ASSETS), help="saved pipeline directory (default: the shipped model)")
+    p.add_argument("--threads", type=positive_int, help="torch CPU threads, >= 1 (default: torch's choice)")
+
+
+def add_decoding(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--window", type=int, default=16, help="Jacobi draft window L, at most the sequence length (default 16)")
     p.add_argument("--zipar-window", type=int, default=8, help="ZipAR: open a row when the row above has this many tokens (default 8)")
-    p.add_argument("--init", default="random", help="first drafts: random, left or above (default random)")
+    p.add_argument("--init", default="random",
+                   help="first drafts: random, left, above, previous-frame, lookup, or several joined by + (lookup+above); default random")
     p.add_argument("--guidance-scale", type=float, help="classifier-free guidance scale (default: the pipeline's)")
     p.add_argument("--temperature", type=float, help="sampling temperature, 0 = greedy (default: the pipeline's)")
     p.add_argument("--top-k", type=int, help="top-k filter, 0 = off (default: the pipeline's)")
     p.add_argument("--top-p", type=float, help="nucleus filter in (0, 1] (default: the pipeline's)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--seed", type=seed_number, default=0, help="random seed, 0 to 2**63 - 1 (default 0)")
 
 
-def add_condition(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--classes", type=int, nargs="*", help="class labels, one row each (c2i; default: all)")
-    p.add_argument("--prompt", nargs="*", help="prompts, one row each (t2i)")
-    p.add_argument("--per-class", type=int, default=4, help="images per class or prompt (default 4)")
+def add_method(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--decoding", default="mc-sjd",
+                   help="decoding method: ar, sjd, mc-sjd, sjd+lantern, mc-sjd+gsd, zipar, zipar+mc-sjd, ... (default mc-sjd)")
+
+
+def add_condition(p: argparse.ArgumentParser, per_class: int) -> None:
+    p.add_argument("--classes", type=int, nargs="*", help="class labels, one row each (class pipelines; default: all)")
+    p.add_argument("--prompt", nargs="*", help="prompts, one row each (prompt pipelines)")
+    p.add_argument("--per-class", type=positive_int, default=per_class, help=f"images per class or prompt (default {per_class})")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mmspec", description="Parallel decoding for autoregressive generators.")
+    parser = OneLineParser(prog="mmspec", description="Parallel decoding for autoregressive generators.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    g = sub.add_parser("generate", help="generate a grid of images, one row per class or prompt")
-    add_common(g)
-    add_condition(g)
+    g = sub.add_parser("generate", help="generate a grid of images, one labelled row per class or prompt")
+    add_pipeline(g)
+    add_method(g)
+    add_decoding(g)
+    add_condition(g, per_class=4)
     g.add_argument("--out", default="outputs/grid.png", help="output PNG (default outputs/grid.png)")
+    g.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     g.set_defaults(run=cmd_generate)
 
     b = sub.add_parser("bench", help="compare decoding methods on the same conditions and seeds")
-    add_common(b)
-    add_condition(b)
-    b.set_defaults(per_class=2)
+    add_pipeline(b)
+    add_decoding(b)
+    add_condition(b, per_class=2)
     b.add_argument("--methods", nargs="+", default=["ar", "sjd", "mc-sjd", "mc-sjd+gsd", "zipar+mc-sjd"],
                    help="decoding methods to compare (default: ar sjd mc-sjd mc-sjd+gsd zipar+mc-sjd)")
     b.add_argument("--out-dir", default="outputs/bench", help="where bench.md/.json/.png go (default outputs/bench)")
+    b.add_argument("--overwrite", action="store_true", help="replace the bench files in --out-dir if they exist")
     b.set_defaults(run=cmd_bench)
 
     t = sub.add_parser("batch", help="one image per line of a prompts/labels file, resumable; scales out with accelerate launch")
-    add_common(t)
-    t.add_argument("--prompts", required=True, help="text file (one prompt or class label per line) or JSONL (id, prompt|class_label)")
-    t.add_argument("--out", required=True, help="output directory: images/, records/, manifest.jsonl")
+    add_pipeline(t)
+    add_method(t)
+    add_decoding(t)
+    t.add_argument("--prompts", required=True, help="text file (one prompt or class label per line) or .jsonl (objects with prompt or an integer "
+                        "class_label, and an optional id: a plain file name)")
+    t.add_argument("--out", required=True, help="output directory: images/, records/, settings.json, manifest.jsonl")
+    t.add_argument("--restart", action="store_true",
+                   help="delete the results of an earlier run in --out (needed when its settings differ) and start over")
     t.set_defaults(run=cmd_batch)
 
-    d = sub.add_parser("demo", help="launch the Gradio demo app")
-    d.add_argument("--pipeline", default=str(DEFAULT_PIPELINE), help="saved pipeline directory (default: the shipped model)")
+    d = sub.add_parser("demo", help="launch the Gradio demo app (needs the [demo] extra)")
+    add_pipeline(d)
     d.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
     d.add_argument("--port", type=int, default=7860, help="port (default 7860)")
-    d.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
     d.set_defaults(run=cmd_demo)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    args = build_parser().parse_args(argv)
     try:
-        if hasattr(args, "decoding"):
-            decoding_config(args)  # a bad method or parameter fails before any loading
+        args = build_parser().parse_args(argv)
+    except SystemExit as exit:  # --help, or a bad flag already reported in one line
+        return exit.code
+    try:
+        if args.command != "demo":  # bad flags fail before any loading
+            decoding_configs(args)
+            sampling_kwargs(args)
         args.run(args)
     except (UserError, ValueError) as err:
-        print(f"mmspec {args.command}: error: {err}", file=sys.stderr)
+        message = " ".join(str(err).split())  # one line, even for a library's multi-line message
+        print(f"mmspec {args.command}: error: {message}", file=sys.stderr)
         return 2
     return 0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from PIL import Image
+from PIL import Image, ImageDraw, ImageFont
 
 
 def to_uint8(images: torch.Tensor) -> np.ndarray:
@@ -27,6 +27,43 @@ def image_grid(images: list[Image.Image], cols: int, pad: int = 2, scale: int = 
     if scale != 1:
         grid = grid.resize((grid.width * scale, grid.height * scale), Image.NEAREST)
     return grid
+
+
+def wrap_to_width(text: str, font, width: int, max_lines: int) -> list[str]:
+    """Words of `text` in lines no wider than `width` pixels, at most `max_lines` of them
+    (the last one ends in "..." when text is left over; a word too long is cut)."""
+    lines, words = [], text.split()
+    while words and len(lines) < max_lines:
+        line = words.pop(0)
+        while words and font.getlength(f"{line} {words[0]}") <= width:
+            line = f"{line} {words.pop(0)}"
+        lines.append(line)
+    if words or (lines and font.getlength(lines[-1]) > width):
+        last = lines[-1]
+        while last and font.getlength(last + "...") > width:
+            last = last[:-1]
+        lines[-1] = last + "..."
+    return lines
+
+
+def label_rows(grid: Image.Image, labels: list[str], font_size: int = 16, max_width: int = 260) -> Image.Image:
+    """`grid` with a column on its left naming each of its `len(labels)` equally tall rows
+    (class names or prompts, wrapped to `max_width` pixels), in black on white."""
+    font = ImageFont.load_default(size=font_size)
+    row_h = grid.height / len(labels)
+    line_h = font_size + 4
+    max_lines = max(1, int(row_h // line_h))
+    wrapped = [wrap_to_width(label, font, max_width, max_lines) for label in labels]
+    margin = font_size // 2
+    width = int(max((font.getlength(line) for lines in wrapped for line in lines), default=0)) + 2 * margin
+    out = Image.new("RGB", (width + grid.width, grid.height), "white")
+    out.paste(grid, (width, 0))
+    draw = ImageDraw.Draw(out)
+    for r, lines in enumerate(wrapped):
+        top = r * row_h + (row_h - len(lines) * line_h) / 2
+        for i, line in enumerate(lines):
+            draw.text((width - margin - font.getlength(line), top + i * line_h), line, fill="black", font=font)
+    return out
 
 
 # viridis at 0, .25, .5, .75, 1 (enough anchors for a readable ramp)

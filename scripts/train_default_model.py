@@ -1,4 +1,4 @@
-"""Trains the embedded default model on 2 CPU cores and exports it to assets/default/.
+"""Trains the embedded default model on 2 CPU cores and exports it to mmspec/assets/default/.
 
 One command, reproducible from a seed, in five stages that each checkpoint to the work
 directory and resume from there when the command is rerun:
@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from tqdm import tqdm
 
+from mmspec.assets import DEFAULT_ASSETS
 from mmspec.batch import atomic_write
 from mmspec.datasets.shapes import CLASS_NAMES, IMAGE_SIZE, NUM_CLASSES, load_split
 from mmspec.metrics.classifier import ClassifierConfig, ShapesClassifier, random_blur
@@ -322,7 +323,7 @@ def export(assets: Path, vq: LlamaGenVQ, gpt: LlamaGenGPT, clf: ShapesClassifier
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", default="outputs/train", help="checkpoints (default outputs/train)")
-    parser.add_argument("--assets", default="assets/default", help="export folder (default assets/default)")
+    parser.add_argument("--assets", default=str(DEFAULT_ASSETS), help="export folder (default: the packaged mmspec/assets/default)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
     parser.add_argument("--gpt-steps", type=int, default=GPT_STEPS, help=f"GPT training steps (default {GPT_STEPS})")

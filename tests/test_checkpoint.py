@@ -72,3 +72,24 @@ def test_missing_keys_are_named(weights):
     del weights["norm.weight"]
     with pytest.raises(ValueError, match="missing keys: norm.weight"):
         LlamaGenGPT.from_checkpoint(weights, TINY)
+
+
+def test_truncated_safetensors_is_a_one_line_error_naming_the_file(tmp_path, weights):
+    """safetensors' own error ("Error while deserializing header ...") names no file."""
+    path = tmp_path / "gpt.safetensors"
+    save_file(weights, str(path))
+    path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(ValueError, match=r"gpt\.safetensors is not a readable safetensors file") as info:
+        LlamaGenGPT.from_checkpoint(path, TINY)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_weights_are_refused_naming_file_and_tensor(tmp_path, weights, bad):
+    """A checkpoint of NaN weights used to load and generate one token everywhere."""
+    weights["output.weight"][0, 0] = bad
+    path = tmp_path / "gpt.safetensors"
+    save_file(weights, str(path))
+    with pytest.raises(ValueError, match=r"gpt\.safetensors is corrupt: its tensor 'output.weight' holds NaN") as info:
+        LlamaGenGPT.from_checkpoint(path, TINY)
+    assert "\n" not in str(info.value)

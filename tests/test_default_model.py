@@ -1,14 +1,17 @@
 """The embedded default model: loads through the LlamaGen loader and generates."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
 
+import mmspec
 from mmspec.assets import DEFAULT_ASSETS, load_default
 from mmspec.datasets.shapes import CLASS_NAMES
 from mmspec.decoding.generate import generate
 from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
+from mmspec.pipelines.llamagen import LlamaGenPipeline
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
 
 
@@ -44,3 +47,15 @@ def test_generates_images_of_the_right_shape(model):
     images = model.vq.decode(tokens)
     assert images.shape == (2, 3, 64, 64) and images.isfinite().all()
     assert model.vq.encode(images).shape == (2, 256)
+
+
+def test_assets_are_package_data():
+    """A non-editable install copies only the package: the model must live inside it."""
+    assert DEFAULT_ASSETS.is_relative_to(Path(mmspec.__file__).parent)
+
+
+def test_a_folder_without_the_classifier_is_not_the_default_model(tmp_path):
+    pipe = LlamaGenPipeline.from_pretrained(DEFAULT_ASSETS)
+    LlamaGenPipeline(pipe.transformer, pipe.vqvae, class_names=pipe.class_names).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="without the classifier and image size of the default model"):
+        load_default(tmp_path)

@@ -164,7 +164,7 @@ def _write_target_probs(logits_row_ptr, allowed_row_ptr, p_row_ptr, V, temperatu
 
 @triton.jit
 def _ratio(mass_p, mass_q, p_d):
-    """min(1, mass_p / mass_q), 0 where mass_q or p(d) is 0 (as the rules of decoding/rules.py)."""
+    """min(1, mass_p / mass_q), 0 where mass_q or p(d) is 0 (as the rules of core/rules.py)."""
     ratio = tl.math.div_rn(mass_p, tl.maximum(mass_q, 1e-30))
     return tl.minimum(tl.where((mass_q > 0) & (p_d > 0), ratio, 0.0), 1.0)
 

@@ -4,7 +4,7 @@ It gives class predictions (for class accuracy against the requested labels) and
 penultimate features (the global-average-pooled last convolution, `feature_dim` values),
 on which `mmspec.metrics.fid` computes the feature-FID. Inception FID needs Inception
 weights, which cannot be downloaded here; this classifier is trained by
-`scripts/train_default_model.py` and ships in `assets/default/classifier/`.
+`scripts/train_default_model.py` and ships in `mmspec/assets/default/classifier/`.
 
 Example:
     >>> import torch
@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mmspec.checkpoint import JSONConfig, load_into, read_state_dict
+from mmspec.checkpoint import DeviceDtypeMixin, JSONConfig, load_into, read_state_dict
 
 
 @dataclass
@@ -39,7 +39,7 @@ def conv_bn(cin: int, cout: int, stride: int) -> list[nn.Module]:
     return [nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(cout), nn.SiLU()]
 
 
-class ShapesClassifier(nn.Module):
+class ShapesClassifier(DeviceDtypeMixin, nn.Module):
     """Stages of (3x3 conv, 3x3 stride-2 conv), each with batch norm and SiLU, then global
     average pooling (the features) and a linear head. Use it in eval mode (`from_checkpoint`
     returns it so): batch norm then uses its running statistics."""

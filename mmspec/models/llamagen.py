@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mmspec.checkpoint import JSONConfig, load_into, read_state_dict
+from mmspec.checkpoint import DeviceDtypeMixin, JSONConfig, load_into, read_state_dict
 from mmspec.core.contracts import GuidedLogits
 from mmspec.core.layout import TokenLayout
 from mmspec.models.kv_cache import CachedSession, StaticKVCache
@@ -245,7 +245,7 @@ class CaptionEmbedder(nn.Module):
         return self.cap_proj(captions)
 
 
-class LlamaGenGPT(nn.Module):
+class LlamaGenGPT(DeviceDtypeMixin, nn.Module):
     """The LlamaGen transformer. `forward` is the teacher-forced pass used for training and
     scoring; `start` opens a cached `LlamaGenSession` for decoding."""
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 PIPELINES = {
@@ -12,18 +11,24 @@ PIPELINES = {
 }
 
 
-def load_pipeline(path: str | Path):
-    """Loads a saved pipeline directory of any family, by the class its `model_index.json` names."""
+def load_pipeline(path: str | Path, **kwargs):
+    """Loads a saved pipeline directory of any family, by the class its `model_index.json`
+    names (what `DiffusionPipeline.from_pretrained` cannot do for mmspec's classes).
+    `kwargs` (`torch_dtype=`) go to its `from_pretrained`.
+
+    Example:
+        >>> from mmspec.assets import DEFAULT_ASSETS
+        >>> load_pipeline(DEFAULT_ASSETS).condition_kind
+        'class'
+    """
     import importlib
 
+    from mmspec.pipelines.pipeline_utils import read_json
+
     root = Path(path)
-    index = root / "model_index.json"
-    if not index.is_file():
-        raise ValueError(f"{root} is not a saved pipeline (no model_index.json)")
-    try:
-        name = json.loads(index.read_text()).get("_class_name")
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{index} is not valid JSON ({err})") from None
+    if not root.is_dir():
+        raise ValueError(f"{root} is not a directory holding a saved pipeline")
+    name = read_json(root / "model_index.json", "pipeline").get("_class_name")
     if name not in PIPELINES:
         raise ValueError(f"{root} holds a {name!r} pipeline; mmspec has {', '.join(PIPELINES)}")
-    return getattr(importlib.import_module(PIPELINES[name]), name).from_pretrained(root)
+    return getattr(importlib.import_module(PIPELINES[name]), name).from_pretrained(root, **kwargs)

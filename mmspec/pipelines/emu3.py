@@ -42,16 +42,49 @@ class Emu3Pipeline(TransformersImagePipeline):
 
     model_class_name = "Emu3ForConditionalGeneration"
     processor_class_name = "Emu3Processor"
+    family_sampling = DEFAULT_SAMPLING
+    index_settings = ("ratio", "image_area")
+
+    def __init__(self, model, processor, ratio: str | None = None, image_area: int | None = None):
+        """`ratio` and `image_area` set the default size (else the processor's, "1:1" at
+        720 x 720); they are saved with the pipeline."""
+        super().__init__(model, processor)
+        self.ratio, self.image_area = ratio, image_area
+        self.image_size()
+
+    def image_size(self, ratio: str | None = None, image_area: int | None = None) -> tuple[int, int]:
+        """The image size in tokens `(height, width)` for an aspect `ratio` "w:h" and a pixel
+        `image_area` (the pipeline's defaults when None), checked to fit the model's positions."""
+        ratio = next(v for v in (ratio, self.ratio, self.processor.ratio) if v is not None)
+        image_area = next(v for v in (image_area, self.image_area, self.processor.image_area) if v is not None)
+        w, _, h = ratio.partition(":") if isinstance(ratio, str) else ("", "", "")
+        if not (w.isdigit() and h.isdigit() and int(w) > 0 and int(h) > 0):
+            raise ValueError(f"ratio must be 'w:h' with positive integers, such as '16:9', got {ratio!r}")
+        if isinstance(image_area, bool) or not isinstance(image_area, int) or image_area < 1:
+            raise ValueError(f"image_area must be a positive integer (pixels), got {image_area!r}")
+        height, width = self.processor.calculate_generate_size(ratio, image_area, self.processor.downsample_ratio)
+        limit = self.model.config.text_config.max_position_embeddings
+        if height < 1 or width < 1 or height * (width + 1) > limit:
+            raise ValueError(f"ratio {ratio} at image_area {image_area} gives {height}x{width} tokens; this model takes 1 to {limit} positions")
+        return height, width
+
+    @property
+    def token_grid(self) -> tuple[int, int]:
+        """`(height, width + 1)`: the default size in tokens, the end-of-line column included."""
+        height, width = self.image_size()
+        return height, width + 1
 
     # --- the call ----------------------------------------------------------------------
 
     def encode_condition(self, prompts: list[str], negative_prompts: list[str] | None, num_images_per_prompt: int,
-                         size: dict) -> tuple[Emu3Condition, tuple[int, int]]:
-        """Tokenizes the prompts (and negatives) with the image-generation prefix; returns
-        the condition, one row per image, and the image size in tokens."""
+                         height: int, width: int) -> Emu3Condition:
+        """Tokenizes the prompts (and negatives) with the image-generation prefix of a
+        `height x width`-token image; one row per image."""
+        # the processor derives the size from a ratio and an area: ask for exactly this one
+        size = dict(ratio=f"{width}:{height}", image_area=height * width * self.processor.downsample_ratio ** 2)
         kw = dict(return_for_image_generation=True, padding=True, padding_side="left", return_tensors="pt", **size)
         enc = self.processor(text=prompts, **kw)
-        height, width = enc["image_sizes"][0]
+        assert tuple(enc["image_sizes"][0]) == (height, width), enc["image_sizes"][0]
         device = self.model.lm_head.weight.device
 
         def rows(x):
@@ -61,7 +94,7 @@ class Emu3Pipeline(TransformersImagePipeline):
         if negative_prompts is not None:
             neg = self.processor(text=negative_prompts, **kw)
             condition.negative_input_ids, condition.negative_attention_mask = rows(neg.input_ids), rows(neg.attention_mask)
-        return condition, (int(height), int(width))
+        return condition
 
     def decode_images(self, tokens: torch.Tensor, height: int, width: int) -> torch.Tensor:
         """Grid tokens `[B, height * (width + 1)]` -> images `[B, 3, H, W]` in [-1, 1]."""
@@ -102,10 +135,12 @@ class Emu3Pipeline(TransformersImagePipeline):
             guidance_scale (`float`, *optional*, defaults to 3.0): CFG scale (1 disables it).
             temperature, top_k, top_p (*optional*): sampling; default 1.0, 2048, 1.0 (Emu3's recipe).
             guidance_interval (`tuple[int, int]`, *optional*): positions where CFG applies.
-            ratio (`str`, *optional*): aspect ratio "w:h"; defaults to the processor's ("1:1").
-            image_area (`int`, *optional*): pixel area; defaults to the processor's (720 x 720).
+            ratio (`str`, *optional*): aspect ratio "w:h"; defaults to the pipeline's `ratio`.
+            image_area (`int`, *optional*): pixel area; defaults to the pipeline's `image_area`.
             num_images_per_prompt (`int`, *optional*, defaults to 1): images per prompt.
-            generator (`torch.Generator`, *optional*): the source of every random draw.
+            generator (`torch.Generator` or `list[torch.Generator]`, *optional*): the source of
+                every random draw; a list gives one per image (image i depends on it alone,
+                images are then decoded one by one).
             output_type (`str`, *optional*, defaults to "pil"): "pil", "np", "pt" or "tokens"
                 (the `[B, H * (W + 1)]` grid tokens, end-of-line tokens included).
             return_dict (`bool`, *optional*, defaults to True): an `ImagePipelineOutput`, else
@@ -114,9 +149,8 @@ class Emu3Pipeline(TransformersImagePipeline):
                 after every forward.
         """
         # 1. check inputs
-        sampling = sampling_config(DEFAULT_SAMPLING, guidance_scale=guidance_scale, temperature=temperature,
+        sampling = sampling_config(self.default_sampling, guidance_scale=guidance_scale, temperature=temperature,
                                    top_k=top_k, top_p=top_p, guidance_interval=guidance_interval)
-        decoding = self.check_common(sampling.guidance_scale, decoding, output_type, generator)
         prompts = as_prompts(prompt)
         negatives = None
         if sampling.guided:
@@ -126,9 +160,11 @@ class Emu3Pipeline(TransformersImagePipeline):
             if len(negatives) != len(prompts):
                 raise ValueError(f"negative_prompt has {len(negatives)} entries for {len(prompts)} prompts; give one or one per prompt")
         check_images_per_prompt(num_images_per_prompt)
-        size = {k: v for k, v in dict(ratio=ratio, image_area=image_area).items() if v is not None}
+        height, width = self.image_size(ratio, image_area)
+        decoding, generator = self.check_common(decoding, output_type, generator, len(prompts) * num_images_per_prompt,
+                                                (height, width + 1))
         # 2. encode the condition
-        condition, (height, width) = self.encode_condition(prompts, negatives, num_images_per_prompt, size)
+        condition = self.encode_condition(prompts, negatives, num_images_per_prompt, height, width)
         # 3. the layout: visual tokens, forced end-of-line column, codebook
         token_model = Emu3ImageGenerator(self.model, height, width)
         layout = token_model.layout()

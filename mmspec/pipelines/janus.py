@@ -37,6 +37,12 @@ class JanusPipeline(TransformersImagePipeline):
 
     model_class_name = "JanusForConditionalGeneration"
     processor_class_name = "JanusProcessor"
+    family_sampling = DEFAULT_SAMPLING
+
+    @property
+    def token_grid(self) -> tuple[int, int]:
+        """`(S, S)`: the VQ's code grid."""
+        return JanusImageGenerator(self.model).grid
 
     # --- the call ----------------------------------------------------------------------
 
@@ -85,7 +91,9 @@ class JanusPipeline(TransformersImagePipeline):
             temperature, top_k, top_p (*optional*): sampling; default 1.0, all tokens, 1.0.
             guidance_interval (`tuple[int, int]`, *optional*): positions where CFG applies.
             num_images_per_prompt (`int`, *optional*, defaults to 1): images per prompt.
-            generator (`torch.Generator`, *optional*): the source of every random draw.
+            generator (`torch.Generator` or `list[torch.Generator]`, *optional*): the source of
+                every random draw; a list gives one per image (image i depends on it alone,
+                images are then decoded one by one).
             output_type (`str`, *optional*, defaults to "pil"): "pil", "np", "pt" or "tokens".
             return_dict (`bool`, *optional*, defaults to True): an `ImagePipelineOutput`, else
                 a tuple `(images, stats)`.
@@ -93,15 +101,16 @@ class JanusPipeline(TransformersImagePipeline):
                 after every forward.
         """
         # 1. check inputs
-        sampling = sampling_config(DEFAULT_SAMPLING, guidance_scale=guidance_scale, temperature=temperature,
+        sampling = sampling_config(self.default_sampling, guidance_scale=guidance_scale, temperature=temperature,
                                    top_k=top_k, top_p=top_p, guidance_interval=guidance_interval)
-        decoding = self.check_common(sampling.guidance_scale, decoding, output_type, generator)
         prompts = as_prompts(prompt)
         check_images_per_prompt(num_images_per_prompt)
+        token_model = JanusImageGenerator(self.model)
+        decoding, generator = self.check_common(decoding, output_type, generator, len(prompts) * num_images_per_prompt,
+                                                token_model.grid)
         # 2. encode the condition
         condition = self.encode_condition(prompts, num_images_per_prompt)
         # 3. the layout: the S x S code grid with the codebook
-        token_model = JanusImageGenerator(self.model)
         layout = token_model.layout()
         # 4. decode
         tokens, stats = self.decode_tokens(token_model, condition, layout, decoding, sampling, generator, callback_on_step_end)

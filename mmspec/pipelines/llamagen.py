@@ -2,13 +2,15 @@
 
 Example:
     >>> from mmspec.pipelines.llamagen import LlamaGenPipeline
-    >>> pipe = LlamaGenPipeline.from_pretrained("assets/default")  # doctest: +SKIP
+    >>> from mmspec.assets import DEFAULT_ASSETS
+    >>> pipe = LlamaGenPipeline.from_pretrained(DEFAULT_ASSETS)  # doctest: +SKIP
     >>> out = pipe(class_labels=[0, 1], decoding="mc-sjd", generator=torch.Generator().manual_seed(0))  # doctest: +SKIP
     >>> out.images[0].save("0.png"), out.stats[0].forward_passes  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,11 +18,16 @@ import torch
 from safetensors.torch import save_file
 
 from mmspec.decoding.config import DecodingConfig
+from mmspec.metrics.classifier import ClassifierConfig, ShapesClassifier
 from mmspec.models.llamagen import CaptionCondition, LlamaGenConfig, LlamaGenGPT
 from mmspec.pipelines.pipeline_utils import (
     TokenImagePipeline,
     as_prompts,
     check_images_per_prompt,
+    resolve_sampling,
+    images_within_budget,
+    load_transformers,
+    pop_dtype,
     read_index,
     read_json,
     sampling_config,
@@ -29,6 +36,31 @@ from mmspec.pipelines.pipeline_utils import (
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
 
 T5_MAX_LENGTH = 120  # the original t2i caption length
+# LlamaGen's sampling scripts: CFG 4, top-k 2000
+FAMILY_SAMPLING = dict(guidance_scale=4.0, top_k=2000)
+# model_index.json entries the pipeline reads itself; any other is `metadata`
+INDEX_KEYS = ("_class_name", "transformer", "vqvae", "classifier", "class_names", "default_sampling")
+
+
+def as_class_labels(class_labels, num_classes: int) -> torch.Tensor:
+    """Long `[B]` from an int, a list of ints or an integer tensor; strings, booleans and
+    floats are refused, not coerced (`True` or `1.7` is no class 1)."""
+    if isinstance(class_labels, torch.Tensor):
+        if class_labels.dtype == torch.bool or class_labels.dtype.is_floating_point or class_labels.dtype.is_complex:
+            raise ValueError(f"class_labels must be integers, got a {class_labels.dtype} tensor")
+        labels = class_labels.reshape(-1).long()
+    else:
+        values = list(class_labels) if isinstance(class_labels, (list, tuple)) else [class_labels]
+        bad = next((v for v in values if isinstance(v, bool) or not isinstance(v, numbers.Integral)), None)
+        if bad is not None or isinstance(class_labels, bool):
+            raise ValueError(f"class_labels must be integers (an int or a list of ints), got {bad if bad is not None else class_labels!r}")
+        labels = torch.tensor([int(v) for v in values], dtype=torch.long)
+    if labels.numel() == 0:
+        raise ValueError("class_labels is empty")
+    out = labels[(labels < 0) | (labels >= num_classes)]
+    if out.numel():
+        raise ValueError(f"class label {int(out[0])} is out of range [0, {num_classes})")
+    return labels
 
 
 def left_pad_captions(embeds: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -41,42 +73,102 @@ def left_pad_captions(embeds: torch.Tensor, mask: torch.Tensor) -> tuple[torch.T
 
 
 class LlamaGenPipeline(TokenImagePipeline):
-    """LlamaGen GPT (`transformer`) + VQ tokenizer (`vqvae`), and for t2i a T5 encoder.
+    """LlamaGen GPT (`transformer`) + VQ tokenizer (`vqvae`), for t2i a T5 encoder, and
+    optionally the classifier that judges the default model's images.
 
-    Subclassing `DiffusionPipeline` gives `progress_bar`, `.to()`, `.device` and
+    Subclassing `DiffusionPipeline` gives `progress_bar`, `.to()`, `.device`, `.dtype` and
     `set_progress_bar_config`; `save_pretrained`/`from_pretrained` are our own, because
     diffusers only saves `ModelMixin` components and our modules are plain `nn.Module`s that
     load original LlamaGen checkpoints (safetensors + JSON config per component, and a
-    `model_index.json` naming the pipeline class).
+    `model_index.json` naming the pipeline class). For the same reason
+    `DiffusionPipeline.from_pretrained` cannot load a saved folder: use
+    `mmspec.pipelines.load_pipeline` (or this class's `from_pretrained`).
+
+    Args:
+        class_names (`list[str]`, *optional*): one name per class of a c2i model.
+        default_sampling (`dict`, *optional*): sampling defaults saved with the model.
+        metadata (`dict`, *optional*): other `model_index.json` entries (the default model's
+            image size and training provenance), kept through `save_pretrained`.
     """
 
     model_cpu_offload_seq = "text_encoder->transformer->vqvae"
-    _optional_components = ["text_encoder", "tokenizer"]
+    _optional_components = ["text_encoder", "tokenizer", "classifier"]
 
     def __init__(self, transformer: LlamaGenGPT, vqvae: LlamaGenVQ, text_encoder=None, tokenizer=None,
-                 class_names: list[str] | None = None, default_sampling: dict | None = None):
+                 classifier: ShapesClassifier | None = None, class_names: list[str] | None = None,
+                 default_sampling: dict | None = None, metadata: dict | None = None):
         super().__init__()
-        self.register_modules(transformer=transformer, vqvae=vqvae, text_encoder=text_encoder, tokenizer=tokenizer)
-        self.class_names = class_names
-        self.default_sampling = dict(default_sampling or {})
+        self.register_modules(transformer=transformer, vqvae=vqvae, text_encoder=text_encoder, tokenizer=tokenizer,
+                              classifier=classifier)
+        self._class_names = self._checked_class_names(class_names, transformer.config)
+        self._saved_sampling = dict(default_sampling or {})
+        self._default_sampling = resolve_sampling(FAMILY_SAMPLING, self._saved_sampling)
+        self.metadata = dict(metadata or {})
+
+    @staticmethod
+    def _checked_class_names(class_names, config: LlamaGenConfig) -> list[str] | None:
+        if class_names is None:
+            return None
+        if config.model_type != "c2i":
+            raise ValueError("class_names are for class-conditional (c2i) models; this LlamaGen is t2i")
+        if not isinstance(class_names, (list, tuple)) or not all(isinstance(n, str) for n in class_names):
+            raise ValueError(f"class_names must be a list of strings, got {class_names!r}")
+        if len(class_names) != config.num_classes:
+            raise ValueError(f"class_names has {len(class_names)} names for the model's {config.num_classes} classes; give one per class")
+        return list(class_names)
+
+    # --- what a front end reads ----------------------------------------------------------
+
+    @property
+    def condition_kind(self) -> str:
+        return "class" if self.transformer.config.model_type == "c2i" else "prompt"
+
+    @property
+    def class_names(self) -> list[str] | None:
+        """The saved names, or "0", "1", ... for a c2i model saved without names."""
+        if self.condition_kind != "class":
+            return None
+        return list(self._class_names or map(str, range(self.transformer.config.num_classes)))
+
+    @property
+    def token_grid(self) -> tuple[int, int]:
+        g = self.transformer.config.grid_size
+        return g, g
+
+    @property
+    def default_sampling(self) -> dict:
+        return dict(self._default_sampling)
+
+    def max_images_for(self, grid: tuple[int, int]) -> int:
+        c = self.transformer.config
+        return images_within_budget(c.n_layer, c.kv_heads, c.head_dim, c.cls_token_num + grid[0] * grid[1], self.transformer.dtype)
 
     # --- loading and saving --------------------------------------------------------------
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: str | Path, **kwargs) -> "LlamaGenPipeline":
-        """Loads a directory written by `save_pretrained` (the shipped model: "assets/default")."""
+        """Loads a directory written by `save_pretrained` (the shipped model:
+        `mmspec.assets.DEFAULT_ASSETS`), cast to `torch_dtype` (or `dtype`) when given; other
+        keywords are refused."""
+        dtype = pop_dtype(cls, kwargs)
         root, index = read_index(pretrained_model_name_or_path, cls)
         gpt_config = LlamaGenConfig.from_dict(read_json(root / "transformer" / "config.json", "LlamaGen GPT"))
         vq_config = VQConfig.from_dict(read_json(root / "vqvae" / "config.json", "LlamaGen VQ"))
         transformer = LlamaGenGPT.from_checkpoint(root / "transformer" / "model.safetensors", gpt_config)
         vqvae = LlamaGenVQ.from_checkpoint(root / "vqvae" / "model.safetensors", vq_config)
-        text_encoder = tokenizer = None
+        classifier = text_encoder = tokenizer = None
+        if (root / "classifier").is_dir():
+            clf_config = ClassifierConfig.from_dict(read_json(root / "classifier" / "config.json", "Shapes classifier"))
+            classifier = ShapesClassifier.from_checkpoint(root / "classifier" / "model.safetensors", clf_config)
         if (root / "text_encoder").is_dir():
             from transformers import AutoTokenizer, T5EncoderModel
 
-            text_encoder = T5EncoderModel.from_pretrained(root / "text_encoder").eval()
-            tokenizer = AutoTokenizer.from_pretrained(root / "tokenizer")
-        return cls(transformer, vqvae, text_encoder, tokenizer, index.get("class_names"), index.get("default_sampling"))
+            text_encoder = load_transformers(T5EncoderModel.from_pretrained, root / "text_encoder").eval()
+            tokenizer = load_transformers(AutoTokenizer.from_pretrained, root / "tokenizer")
+        metadata = {k: v for k, v in index.items() if k not in INDEX_KEYS}
+        pipe = cls(transformer, vqvae, text_encoder, tokenizer, classifier, index.get("class_names"),
+                   index.get("default_sampling"), metadata)
+        return pipe if dtype is None else pipe.to(dtype)
 
     @classmethod
     def from_original(cls, gpt_checkpoint, gpt_config: LlamaGenConfig, vq_checkpoint, vq_config: VQConfig | str = "VQ-16",
@@ -101,11 +193,16 @@ class LlamaGenPipeline(TokenImagePipeline):
         return cls(transformer, vqvae, text_encoder, tokenizer)
 
     def save_pretrained(self, save_directory: str | Path, **kwargs) -> None:
+        """Writes every component (safetensors + JSON config each; the T5 encoder as
+        transformers saves it) and `model_index.json`, metadata included, so that
+        `from_pretrained` and `mmspec.assets.load_default` find all they read."""
         root = Path(save_directory)
-        for name, module in (("transformer", self.transformer), ("vqvae", self.vqvae)):
-            write_json(root / name / "config.json", module.config.to_dict())
-            state = {k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}
-            save_file(state, str(root / name / "model.safetensors"))
+        modules = {"transformer": self.transformer, "vqvae": self.vqvae, "classifier": self.classifier}
+        for name, module in modules.items():
+            if module is not None:
+                write_json(root / name / "config.json", module.config.to_dict())
+                state = {k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}
+                save_file(state, str(root / name / "model.safetensors"))
         if self.text_encoder is not None:
             self.text_encoder.save_pretrained(root / "text_encoder")
             self.tokenizer.save_pretrained(root / "tokenizer")
@@ -113,39 +210,33 @@ class LlamaGenPipeline(TokenImagePipeline):
             "_class_name": type(self).__name__,
             "transformer": ["mmspec.models.llamagen", "LlamaGenGPT"],
             "vqvae": ["mmspec.tokenizers.llamagen_vq", "LlamaGenVQ"],
-            "class_names": self.class_names,
-            "default_sampling": self.default_sampling,
+            **({"classifier": ["mmspec.metrics.classifier", "ShapesClassifier"]} if self.classifier is not None else {}),
+            "class_names": self._class_names,
+            "default_sampling": self._saved_sampling,
+            **self.metadata,
         })
 
     # --- the call ----------------------------------------------------------------------
 
-    def check_inputs(self, class_labels, prompt, num_images_per_prompt):
-        c = self.transformer.config
-        if c.model_type == "c2i":
+    def check_inputs(self, class_labels, prompt, num_images_per_prompt) -> int:
+        """Checks the condition; returns the number of images the call asks for."""
+        check_images_per_prompt(num_images_per_prompt)
+        if self.condition_kind == "class":
             if prompt is not None:
                 raise ValueError("this LlamaGen is class-conditional: pass class_labels, not prompt")
             if class_labels is None:
                 raise ValueError("class_labels is required for a class-conditional LlamaGen")
-            labels = torch.as_tensor(class_labels).reshape(-1)
-            if labels.numel() == 0:
-                raise ValueError("class_labels is empty")
-            if labels.dtype.is_floating_point:
-                raise ValueError(f"class_labels must be integers, got {labels.dtype}")
-            bad = labels[(labels < 0) | (labels >= c.num_classes)]
-            if bad.numel():
-                raise ValueError(f"class label {int(bad[0])} is out of range [0, {c.num_classes})")
-        else:
-            if class_labels is not None:
-                raise ValueError("this LlamaGen is text-conditional: pass prompt, not class_labels")
-            as_prompts(prompt)
-            if self.text_encoder is None:
-                raise ValueError("this t2i pipeline has no text encoder; build it with from_original(..., t5=...)")
-        check_images_per_prompt(num_images_per_prompt)
+            return len(as_class_labels(class_labels, self.transformer.config.num_classes)) * num_images_per_prompt
+        if class_labels is not None:
+            raise ValueError("this LlamaGen is text-conditional: pass prompt, not class_labels")
+        if self.text_encoder is None:
+            raise ValueError("this t2i pipeline has no text encoder; build it with from_original(..., t5=...)")
+        return len(as_prompts(prompt)) * num_images_per_prompt
 
     def encode_condition(self, class_labels, prompt, num_images_per_prompt):
         device = self.transformer.output.weight.device
-        if self.transformer.config.model_type == "c2i":
-            labels = torch.as_tensor(class_labels).reshape(-1).long()
+        if self.condition_kind == "class":
+            labels = as_class_labels(class_labels, self.transformer.config.num_classes)
             return labels.repeat_interleave(num_images_per_prompt).to(device)
         enc = self.tokenizer(as_prompts(prompt), max_length=self.transformer.config.cls_token_num, padding="max_length",
                              truncation=True, return_tensors="pt")
@@ -182,7 +273,9 @@ class LlamaGenPipeline(TokenImagePipeline):
             temperature, top_k, top_p (*optional*): sampling; default as `guidance_scale`.
             guidance_interval (`tuple[int, int]`, *optional*): positions where CFG applies.
             num_images_per_prompt (`int`, *optional*, defaults to 1): images per label / prompt.
-            generator (`torch.Generator`, *optional*): the source of every random draw.
+            generator (`torch.Generator` or `list[torch.Generator]`, *optional*): the source of
+                every random draw; a list gives one per image (image i depends on it alone,
+                images are then decoded one by one).
             output_type (`str`, *optional*, defaults to "pil"): "pil", "np", "pt" or "tokens".
             return_dict (`bool`, *optional*, defaults to True): an `ImagePipelineOutput`, else
                 a tuple `(images, stats)`.
@@ -190,10 +283,10 @@ class LlamaGenPipeline(TokenImagePipeline):
                 after every forward.
         """
         # 1. check inputs
-        sampling = sampling_config({"guidance_scale": 4.0, "top_k": 2000, **self.default_sampling}, guidance_scale=guidance_scale,
-                                   temperature=temperature, top_k=top_k, top_p=top_p, guidance_interval=guidance_interval)
-        decoding = self.check_common(sampling.guidance_scale, decoding, output_type, generator)
-        self.check_inputs(class_labels, prompt, num_images_per_prompt)
+        sampling = sampling_config(self._default_sampling, guidance_scale=guidance_scale, temperature=temperature,
+                                   top_k=top_k, top_p=top_p, guidance_interval=guidance_interval)
+        num_images = self.check_inputs(class_labels, prompt, num_images_per_prompt)
+        decoding, generator = self.check_common(decoding, output_type, generator, num_images, self.token_grid)
         # 2. encode the condition
         condition = self.encode_condition(class_labels, prompt, num_images_per_prompt)
         # 3. the layout, with the codebook for latent-neighbourhood rules

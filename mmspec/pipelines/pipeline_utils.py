@@ -1,9 +1,13 @@
-"""What every mmspec image pipeline shares: checking the call, running the engine under a
-progress bar with `callback_on_step_end`, and turning pixels into the requested output."""
+"""What every mmspec image pipeline shares: checking the call (and its limits, which follow
+from the model), running the engine under a progress bar with `callback_on_step_end`, and
+turning pixels into the requested output."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
+import pickle
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +16,7 @@ import numpy as np
 import torch
 from diffusers import DiffusionPipeline
 
+from mmspec.checkpoint import check_finite, first_line
 from mmspec.decoding.config import DecodingConfig
 from mmspec.core.contracts import TokenModel
 from mmspec.core.layout import TokenLayout
@@ -21,15 +26,26 @@ from mmspec.images import to_pil
 from mmspec.pipelines.pipeline_output import ImagePipelineOutput
 
 OUTPUT_TYPES = ("pil", "np", "pt", "tokens")
+SAMPLING_KEYS = ("guidance_scale", "temperature", "top_k", "top_p")
+# CFG scales in use lie between 1 and ~10; far past that, u + s*(c - u) is dominated by
+# float rounding of c - u, and at inf or 1e30 it yields a flat image or noise
+MAX_GUIDANCE_SCALE = 100.0
+# temperatures in use lie between 0 and ~2; past 10 every distribution is close to uniform noise
+MAX_TEMPERATURE = 10.0
+# keys and values one call may hold (CFG rows included): what bounds images per call
+KV_CACHE_BUDGET_BYTES = 8 * 2**30
 
 
 def read_json(path: Path, what: str) -> dict:
     if not path.is_file():
         raise ValueError(f"{path} is missing: not a saved {what}")
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise ValueError(f"{path} is not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} holds a JSON {type(data).__name__}, not an object: not a saved {what}")
+    return data
 
 
 def read_index(root: str | Path, cls: type) -> tuple[Path, dict]:
@@ -41,6 +57,35 @@ def read_index(root: str | Path, cls: type) -> tuple[Path, dict]:
     if index.get("_class_name") != cls.__name__:
         raise ValueError(f"{root} holds a {index.get('_class_name')!r} pipeline, not a {cls.__name__}")
     return root, index
+
+
+def pop_dtype(cls: type, kwargs: dict) -> torch.dtype | None:
+    """The dtype `from_pretrained(**kwargs)` casts the weights to: `torch_dtype=` (diffusers)
+    or `dtype=` (transformers 5). Any other keyword is refused, not ignored."""
+    given = {k: kwargs.pop(k) for k in ("torch_dtype", "dtype") if k in kwargs}
+    if kwargs:
+        raise ValueError(f"{cls.__name__}.from_pretrained got unknown keyword(s) {', '.join(kwargs)}; it takes torch_dtype")
+    if len(given) > 1:
+        raise ValueError("give torch_dtype or dtype, not both")
+    dtype = next(iter(given.values()), None)
+    if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise ValueError(f"torch_dtype must be a floating torch.dtype such as torch.bfloat16, got {dtype!r}")
+    return dtype
+
+
+def load_transformers(load: Callable, folder: str | Path, **kwargs):
+    """`load(folder, **kwargs)` (a transformers `from_pretrained`), its multi-line errors (an
+    `UnpicklingError` from `weights_only=True`, a damaged safetensors file) cut to one line
+    that names the folder. transformers loads `.bin` files with `weights_only=True`."""
+    from safetensors import SafetensorError
+
+    try:
+        return load(folder, **kwargs)
+    except pickle.UnpicklingError:  # its text suggests weights_only=False, which would run the code
+        raise ValueError(f"cannot load {folder}: a pickled file there needs arbitrary unpickling; mmspec refuses to "
+                         "execute code from a checkpoint: re-save it as safetensors") from None
+    except (SafetensorError, OSError, RuntimeError) as err:
+        raise ValueError(f"cannot load {folder}: {first_line(err)}") from None
 
 
 def write_json(path: Path, data: dict) -> None:
@@ -61,9 +106,68 @@ def check_images_per_prompt(num_images_per_prompt) -> None:
         raise ValueError(f"num_images_per_prompt must be an integer >= 1, got {num_images_per_prompt!r}")
 
 
+def resolve_sampling(family: dict, saved: dict | None = None) -> dict:
+    """Every default of `SAMPLING_KEYS`: `SamplingConfig`'s, then the family's recipe, then
+    what a saved pipeline records; unknown keys are refused."""
+    if saved is not None and not isinstance(saved, dict):
+        raise ValueError(f"default_sampling must be a mapping of sampling settings, got {saved!r}")
+    saved = dict(saved or {})
+    fields = {f.name for f in dataclasses.fields(SamplingConfig)}
+    unknown = sorted(set(saved) - fields)
+    if unknown:
+        raise ValueError(f"default_sampling has unknown keys {', '.join(unknown)}; known: {', '.join(sorted(fields))}")
+    base = SamplingConfig()
+    return {**{k: getattr(base, k) for k in SAMPLING_KEYS}, **family, **saved}
+
+
 def sampling_config(defaults: dict, **overrides) -> SamplingConfig:
-    """`defaults` updated by the overrides that are not None."""
-    return SamplingConfig(**{**defaults, **{k: v for k, v in overrides.items() if v is not None}})
+    """`defaults` updated by the overrides that are not None, checked to be finite and
+    at most `MAX_GUIDANCE_SCALE` and `MAX_TEMPERATURE`."""
+    sampling = SamplingConfig(**{**defaults, **{k: v for k, v in overrides.items() if v is not None}})
+    if not math.isfinite(sampling.guidance_scale) or sampling.guidance_scale > MAX_GUIDANCE_SCALE:
+        raise ValueError(f"guidance_scale must be finite and at most {MAX_GUIDANCE_SCALE:g}, got {sampling.guidance_scale}")
+    if sampling.temperature > MAX_TEMPERATURE:
+        raise ValueError(f"temperature must be at most {MAX_TEMPERATURE:g}, got {sampling.temperature}")
+    return sampling
+
+
+def check_decoding_limits(decoding: str | DecodingConfig, grid: tuple[int, int]) -> DecodingConfig:
+    """`decoding` parsed and refused when a window outgrows the token `grid` (rows, cols): a
+    draft window past the sequence or a ZipAR window past a row only costs time and memory."""
+    config = as_decoding(decoding)
+    rows, cols = grid
+    if config.method != "ar" and config.window > rows * cols:
+        raise ValueError(f"window {config.window} is longer than the {rows * cols}-token sequence; choose 1 to {rows * cols}")
+    if config.zipar_window is not None and config.zipar_window > cols:
+        raise ValueError(f"zipar_window {config.zipar_window} is longer than a {cols}-token row; choose 1 to {cols}")
+    return config
+
+
+def images_within_budget(layers: int, kv_heads: int, head_dim: int, slots: int, dtype: torch.dtype) -> int:
+    """Images whose keys and values (cond and uncond rows, `slots` positions each) fit
+    `KV_CACHE_BUDGET_BYTES`."""
+    per_image = 2 * 2 * layers * kv_heads * head_dim * slots * dtype.itemsize  # K and V, 2 rows for CFG
+    return max(1, KV_CACHE_BUDGET_BYTES // per_image)
+
+
+def check_generator(generator, num_images: int) -> torch.Generator | list[torch.Generator] | None:
+    """One `torch.Generator`, or a list of one per image."""
+    if generator is None or isinstance(generator, torch.Generator):
+        return generator
+    if isinstance(generator, (list, tuple)) and generator and all(isinstance(g, torch.Generator) for g in generator):
+        if len(generator) != num_images:
+            raise ValueError(f"generator is a list of {len(generator)} for {num_images} images; give one torch.Generator or one per image")
+        return list(generator)
+    raise ValueError(f"generator must be a torch.Generator or a list of one per image, got {type(generator).__name__}")
+
+
+def condition_row(condition, i: int):
+    """Row i of a batched condition (a tensor `[B, ...]` or a dataclass of them), batch kept."""
+    if isinstance(condition, torch.Tensor):
+        return condition[i:i + 1]
+    return dataclasses.replace(condition, **{
+        f.name: condition_row(value, i) for f in dataclasses.fields(condition) if (value := getattr(condition, f.name)) is not None
+    })
 
 
 def to_signed_pixels(pixels: torch.Tensor, image_processor) -> torch.Tensor:
@@ -81,17 +185,66 @@ class TokenImagePipeline(DiffusionPipeline):
     """Base of the image pipelines: a TokenModel plus a codec, decoded by `mmspec.decoding`.
 
     Subclasses encode their condition and decode tokens to pixels; this class runs
-    steps 1 (common checks), 4 (decode) and the output of diffusers' `__call__` order.
+    steps 1 (common checks), 4 (decode) and the output of diffusers' `__call__` order, and
+    says what a front end needs without reaching into the components: `condition_kind`,
+    `class_names`, `token_grid`, `sequence_length`, `default_sampling`,
+    `max_images_per_call` and `check_decoding`. `device`, `dtype` and `to()` are diffusers'.
     """
 
-    def check_common(self, guidance_scale: float, decoding, output_type: str, generator) -> DecodingConfig:
-        if guidance_scale is None or not guidance_scale >= 0:
-            raise ValueError(f"guidance_scale must be >= 0, got {guidance_scale}")
+    condition_kind: str  # "class" (class_labels=) or "prompt" (prompt=)
+
+    @property
+    def class_names(self) -> list[str] | None:
+        """The name of each class label; None for prompt pipelines."""
+        return None
+
+    @property
+    def token_grid(self) -> tuple[int, int]:
+        """`(rows, cols)` of the generated token grid at the default size."""
+        raise NotImplementedError
+
+    @property
+    def sequence_length(self) -> int:
+        """Tokens generated per image at the default size (`rows * cols`)."""
+        rows, cols = self.token_grid
+        return rows * cols
+
+    @property
+    def default_sampling(self) -> dict:
+        """`guidance_scale`, `temperature`, `top_k`, `top_p` when a call gives none."""
+        raise NotImplementedError
+
+    def max_images_for(self, grid: tuple[int, int]) -> int:
+        """Images of `grid` tokens whose cache fits `KV_CACHE_BUDGET_BYTES`."""
+        raise NotImplementedError
+
+    @property
+    def max_images_per_call(self) -> int:
+        """Images one call may generate at the default size."""
+        return self.max_images_for(self.token_grid)
+
+    def check_decoding(self, decoding: str | DecodingConfig) -> DecodingConfig:
+        """`decoding` as a `DecodingConfig`, refused (one-line `ValueError`) when its window
+        is longer than `sequence_length` or its ZipAR window longer than a row.
+
+        Example:
+            >>> pipe.check_decoding("zipar+mc-sjd").zipar_window  # doctest: +SKIP
+            8
+        """
+        return check_decoding_limits(decoding, self.token_grid)
+
+    def check_common(self, decoding, output_type: str, generator, num_images: int, grid: tuple[int, int]):
+        """Step 1 for every family: the decoding against the call's token `grid`, the output
+        type, the generator(s) and the number of images; before any work."""
         if output_type not in OUTPUT_TYPES:
             raise ValueError(f"unknown output_type {output_type!r}; choose from {', '.join(OUTPUT_TYPES)}")
-        if generator is not None and not isinstance(generator, torch.Generator):
-            raise ValueError("generator must be one torch.Generator (it seeds the whole batch)")
-        return as_decoding(decoding)
+        limit = self.max_images_for(grid)
+        if num_images > limit:
+            raise ValueError(
+                f"{num_images} images in one call exceed this model's {limit} ({KV_CACHE_BUDGET_BYTES // 2**30} GiB "
+                f"of cache at {grid[0]}x{grid[1]} tokens); split the request"
+            )
+        return check_decoding_limits(decoding, grid), check_generator(generator, num_images)
 
     def decode_tokens(
         self,
@@ -100,25 +253,38 @@ class TokenImagePipeline(DiffusionPipeline):
         layout: TokenLayout,
         decoding: DecodingConfig,
         sampling: SamplingConfig,
-        generator: torch.Generator | None,
+        generator: torch.Generator | list[torch.Generator] | None,
         callback_on_step_end: Callable | None,
     ):
         """Runs the engine under a progress bar; calls `callback_on_step_end(pipe, step,
-        tokens_committed, {})` after every forward, as diffusers calls it after every step."""
+        tokens_committed, {})` after every forward, as diffusers calls it after every step.
+
+        One generator seeds the whole batch (as in diffusers, image i of a batch then differs
+        from the same seed alone). A list of generators decodes image by image, each with its
+        own, so image i depends only on generator i; that gives up batching."""
+        if isinstance(generator, list):
+            runs = [(condition_row(condition, i), g) for i, g in enumerate(generator)]
+        else:
+            runs = [(condition, generator)]
         state = {"step": 0}
-        with self.progress_bar(total=layout.length) as bar:
+        tokens, stats = [], []
+        with self.progress_bar(total=layout.length * len(runs)) as bar:
+            for k, (run_condition, run_generator) in enumerate(runs):
 
-            def on_step(done: int, total: int) -> None:
-                bar.update(done - bar.n)
-                if callback_on_step_end is not None:
-                    callback_on_step_end(self, state["step"], done, {})
-                state["step"] += 1
+                def on_step(done: int, total: int, offset: int = k * layout.length) -> None:
+                    bar.update(offset + done - bar.n)
+                    if callback_on_step_end is not None:
+                        callback_on_step_end(self, state["step"], done, {})
+                    state["step"] += 1
 
-            return generate(token_model, condition, decoding, sampling, generator, on_step, layout=layout)
+                run_tokens, run_stats = generate(token_model, run_condition, decoding, sampling, run_generator, on_step, layout=layout)
+                tokens.append(run_tokens)
+                stats += run_stats.per_sample()
+        return torch.cat(tokens), stats
 
     @staticmethod
-    def to_output(images: torch.Tensor | None, tokens: torch.Tensor, stats, output_type: str, return_dict: bool):
-        """`images [B, 3, H, W]` in [-1, 1] -> the requested output type."""
+    def to_output(images: torch.Tensor | None, tokens: torch.Tensor, stats: list, output_type: str, return_dict: bool):
+        """`images [B, 3, H, W]` in [-1, 1] -> the requested output type; `stats` one per image."""
         if output_type == "tokens":
             out = tokens
         elif output_type == "pt":
@@ -127,20 +293,23 @@ class TokenImagePipeline(DiffusionPipeline):
             out = ((images.float() + 1) / 2).clamp(0, 1).permute(0, 2, 3, 1).cpu().numpy().astype(np.float32)
         else:
             out = to_pil(images)
-        per_image = stats.per_sample()
         if not return_dict:
-            return out, per_image
-        return ImagePipelineOutput(images=out, stats=per_image, tokens=tokens)
+            return out, stats
+        return ImagePipelineOutput(images=out, stats=stats, tokens=tokens)
 
 
 class TransformersImagePipeline(TokenImagePipeline):
     """A pipeline over a transformers model and its processor (Emu3, Janus), saved as
     transformers saves each (`model/`, `processor/`) plus a `model_index.json`.
-    Subclasses name the two transformers classes."""
+    Subclasses name the two transformers classes and their sampling recipe."""
 
     model_class_name: str
     processor_class_name: str
+    family_sampling: dict
     model_cpu_offload_seq = "model"
+    condition_kind = "prompt"
+    # `__init__` keywords of a subclass that `save_pretrained` records in model_index.json
+    index_settings: tuple[str, ...] = ()
 
     def __init__(self, model, processor):
         super().__init__()
@@ -153,18 +322,27 @@ class TransformersImagePipeline(TokenImagePipeline):
         return getattr(transformers, cls.model_class_name), getattr(transformers, cls.processor_class_name)
 
     @classmethod
-    def from_transformers(cls, name_or_path: str | Path, **model_kwargs):
-        """Builds the pipeline from a transformers checkpoint (a hub name or its local copy);
-        `model_kwargs` (`dtype=...`) go to the model's `from_pretrained`."""
+    def _load(cls, model_folder: str | Path, processor_folder: str | Path, dtype: torch.dtype | None, settings: dict):
         model_cls, processor_cls = cls._classes()
-        return cls(model_cls.from_pretrained(name_or_path, **model_kwargs).eval(), processor_cls.from_pretrained(name_or_path))
+        model = load_transformers(model_cls.from_pretrained, model_folder, **({} if dtype is None else {"dtype": dtype}))
+        check_finite(model.named_parameters(), str(model_folder))
+        return cls(model.eval(), load_transformers(processor_cls.from_pretrained, processor_folder), **settings)
 
     @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path: str | Path, **model_kwargs):
-        """Loads a directory written by `save_pretrained`."""
-        root, _ = read_index(pretrained_model_name_or_path, cls)
-        model_cls, processor_cls = cls._classes()
-        return cls(model_cls.from_pretrained(root / "model", **model_kwargs).eval(), processor_cls.from_pretrained(root / "processor"))
+    def from_transformers(cls, name_or_path: str | Path, **kwargs):
+        """Builds the pipeline from a transformers checkpoint (a hub name or its local copy),
+        its weights cast to `torch_dtype` (or `dtype`) when given; the subclass's
+        `index_settings` may be given too."""
+        settings = {k: kwargs.pop(k) for k in cls.index_settings if k in kwargs}
+        return cls._load(name_or_path, name_or_path, pop_dtype(cls, kwargs), settings)
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: str | Path, **kwargs):
+        """Loads a directory written by `save_pretrained`, its weights cast to `torch_dtype`
+        (or `dtype`) when given; other keywords are refused."""
+        dtype = pop_dtype(cls, kwargs)
+        root, index = read_index(pretrained_model_name_or_path, cls)
+        return cls._load(root / "model", root / "processor", dtype, {k: index.get(k) for k in cls.index_settings})
 
     def save_pretrained(self, save_directory: str | Path, **kwargs) -> None:
         root = Path(save_directory)
@@ -174,4 +352,16 @@ class TransformersImagePipeline(TokenImagePipeline):
             "_class_name": type(self).__name__,
             "model": ["transformers", self.model_class_name],
             "processor": ["transformers", self.processor_class_name],
+            **{k: getattr(self, k) for k in self.index_settings},
         })
+
+    @property
+    def default_sampling(self) -> dict:
+        return resolve_sampling(self.family_sampling)
+
+    def max_images_for(self, grid: tuple[int, int]) -> int:
+        """Counts the image's tokens; prompts are not known before the call."""
+        text = self.model.config.text_config
+        head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+        kv_heads = text.num_key_value_heads or text.num_attention_heads
+        return images_within_budget(text.num_hidden_layers, kv_heads, head_dim, grid[0] * grid[1], self.dtype)

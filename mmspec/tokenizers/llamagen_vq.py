@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mmspec.checkpoint import JSONConfig, load_into, read_state_dict
+from mmspec.checkpoint import DeviceDtypeMixin, JSONConfig, load_into, read_state_dict
 
 
 @dataclass
@@ -232,7 +232,7 @@ class VectorQuantizer(nn.Module):
         return d.argmin(1)
 
 
-class LlamaGenVQ(nn.Module):
+class LlamaGenVQ(DeviceDtypeMixin, nn.Module):
     """Encoder, quantiser and decoder. `encode`/`decode` are the codec; `quantize` gives the
     straight-through training path."""
 

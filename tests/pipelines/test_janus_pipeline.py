@@ -3,6 +3,7 @@ import pytest
 import torch
 from PIL import Image
 
+from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.generate import generate
 from mmspec.core.sampling import SamplingConfig
 from mmspec.models.janus import JanusCondition, JanusImageGenerator
@@ -27,7 +28,7 @@ def call(pipe, seed=0, **kwargs):
 
 @pytest.mark.parametrize("decoding", ["ar", "mc-sjd", "zipar+mc-sjd+gsd"])
 def test_call_returns_images_and_stats_per_image(pipe, decoding):
-    out = call(pipe, decoding=decoding, num_images_per_prompt=2)
+    out = call(pipe, decoding=DecodingConfig.from_name(decoding, zipar_window=2), num_images_per_prompt=2)
     assert len(out.images) == 4 and all(isinstance(im, Image.Image) and im.size == PIXELS for im in out.images)
     assert len(out.stats) == 4 and all(s.tokens_committed == T for s in out.stats)
     assert out.tokens.shape == (4, T)
@@ -82,3 +83,27 @@ def test_bad_input_is_a_one_line_error(pipe, kwargs, message):
     with pytest.raises(ValueError, match=message) as info:
         call(pipe, **kwargs)
     assert "\n" not in str(info.value)
+
+
+def test_front_end_attributes_device_and_dtype(pipe):
+    assert pipe.condition_kind == "prompt" and pipe.class_names is None
+    assert pipe.token_grid == JANUS_GRID and pipe.sequence_length == T
+    assert pipe.default_sampling == {"guidance_scale": 5.0, "temperature": 1.0, "top_k": 0, "top_p": 1.0}
+    assert pipe.to("cpu") is pipe and pipe.device == torch.device("cpu") and pipe.dtype == torch.float32
+    with pytest.raises(ValueError, match="zipar_window 8 is longer than a 4-token row"):
+        pipe.check_decoding("zipar+mc-sjd")
+
+
+def test_image_i_of_a_batch_with_a_generator_list_is_the_same_seed_alone(pipe):
+    kw = dict(decoding="mc-sjd", output_type="tokens")
+    batch = pipe(["a cat", "red dog"], generator=[torch.Generator().manual_seed(s) for s in (1, 2)], **kw).images
+    alone = pipe("red dog", generator=torch.Generator().manual_seed(2), **kw).images
+    assert torch.equal(batch[1], alone[0])
+
+
+def test_from_pretrained_honours_torch_dtype_and_refuses_unknown_keywords(pipe, tmp_path):
+    """Unknown keywords used to go to transformers, which ignored `device_map` here."""
+    pipe.save_pretrained(tmp_path)
+    assert JanusPipeline.from_pretrained(tmp_path, torch_dtype=torch.bfloat16).dtype == torch.bfloat16
+    with pytest.raises(ValueError, match="JanusPipeline.from_pretrained got unknown keyword.*low_cpu_mem_usage"):
+        JanusPipeline.from_pretrained(tmp_path, low_cpu_mem_usage=True)

@@ -1,10 +1,11 @@
 """The embedded default model: a small class-conditional LlamaGen trained on the Shapes
-dataset (`scripts/train_default_model.py`), shipped in `assets/default/`.
+dataset (`scripts/train_default_model.py`), shipped as package data in
+`mmspec/assets/default/` (`DEFAULT_ASSETS`), so an installed mmspec finds it anywhere.
 
-The folder is a saved `LlamaGenPipeline` (`transformer/`, `vqvae/`, `model_index.json`
-naming the classes and the default sampling) plus `classifier/`. The GPT and VQ load
-through the same code path as original LlamaGen checkpoints
-(`LlamaGenGPT.from_checkpoint(<safetensors>, LlamaGenConfig.from_dict(<config.json>))`).
+The folder is a saved `LlamaGenPipeline`: `transformer/`, `vqvae/`, `classifier/` and a
+`model_index.json` naming the classes, the default sampling, the image size and the
+training provenance. The GPT and VQ load through the same code path as original LlamaGen
+checkpoints (`LlamaGenGPT.from_checkpoint(<safetensors>, LlamaGenConfig.from_dict(<config.json>))`).
 
 Example:
     >>> from mmspec.assets import load_default
@@ -15,7 +16,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,10 +23,10 @@ import torch
 
 from mmspec.core.sampling import SamplingConfig
 from mmspec.metrics.classifier import ClassifierConfig, ShapesClassifier
-from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
-from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
+from mmspec.models.llamagen import LlamaGenGPT
+from mmspec.tokenizers.llamagen_vq import LlamaGenVQ
 
-DEFAULT_ASSETS = Path(__file__).resolve().parent.parent / "assets" / "default"
+DEFAULT_ASSETS = Path(__file__).resolve().parent / "default"
 
 
 @dataclass
@@ -50,37 +50,34 @@ class DefaultModel:
     image_size: int
 
 
-def _config(folder: Path) -> dict:
-    return json.loads((folder / "config.json").read_text())
-
-
 def load_classifier(root: str | Path = DEFAULT_ASSETS, device: str | torch.device = "cpu") -> ShapesClassifier:
     """The shipped Shapes classifier alone."""
+    from mmspec.pipelines.pipeline_utils import read_json
+
     folder = Path(root) / "classifier"
-    config = ClassifierConfig.from_dict(_config(folder))
+    config = ClassifierConfig.from_dict(read_json(folder / "config.json", "Shapes classifier"))
     return ShapesClassifier.from_checkpoint(folder / "model.safetensors", config).to(device)
 
 
 def load_default(root: str | Path = DEFAULT_ASSETS, device: str | torch.device = "cpu") -> DefaultModel:
-    """Loads the embedded default model.
+    """Loads the embedded default model (or a folder saved from a pipeline loaded from it).
 
     Args:
         root (`str` or `Path`, *optional*): the folder holding `model_index.json` and
-            `transformer/`, `vqvae/`, `classifier/` (defaults to the repository's `assets/default`).
+            `transformer/`, `vqvae/`, `classifier/` (defaults to `DEFAULT_ASSETS`).
         device (`str` or `torch.device`, *optional*, defaults to "cpu"): where to put it.
     """
-    root = Path(root)
-    index_path = root / "model_index.json"
-    if not index_path.is_file():
-        raise ValueError(f"no default model at {root}: {index_path} is missing; run scripts/train_default_model.py")
-    index = json.loads(index_path.read_text())
-    gpt = LlamaGenGPT.from_checkpoint(root / "transformer" / "model.safetensors", LlamaGenConfig.from_dict(_config(root / "transformer")))
-    vq = LlamaGenVQ.from_checkpoint(root / "vqvae" / "model.safetensors", VQConfig.from_dict(_config(root / "vqvae")))
+    from mmspec.pipelines.llamagen import LlamaGenPipeline
+
+    pipe = LlamaGenPipeline.from_pretrained(root).to(device)
+    if pipe.classifier is None or "image_size" not in pipe.metadata:
+        raise ValueError(f"{root} is a LlamaGen pipeline without the classifier and image size of the default model; "
+                         "run scripts/train_default_model.py")
     return DefaultModel(
-        gpt=gpt.to(device),
-        vq=vq.to(device),
-        classifier=load_classifier(root, device),
-        class_names=list(index["class_names"]),
-        sampling=SamplingConfig(**index["default_sampling"]),
-        image_size=int(index["image_size"]),
+        gpt=pipe.transformer,
+        vq=pipe.vqvae,
+        classifier=pipe.classifier,
+        class_names=pipe.class_names,
+        sampling=SamplingConfig(**pipe.default_sampling),
+        image_size=int(pipe.metadata["image_size"]),
     )
