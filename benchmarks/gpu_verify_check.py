@@ -59,8 +59,7 @@ CASES = [
 
 def make_inputs(case: Case, generator: torch.Generator, device: str) -> dict:
     """Random windows on `device`: CFG-combined logits, dense q near p, drafts from q."""
-    from mmspec.core.sampling import classifier_free_guidance
-    from mmspec.core.sampling import SamplingConfig, transform
+    from mmspec.core.sampling import SamplingConfig, classifier_free_guidance, transform
 
     N, S, V = case.batch, case.L + 1, case.V
     cond = torch.randn(N, S, V, generator=generator, device=device) * 3
@@ -79,7 +78,7 @@ def make_inputs(case: Case, generator: torch.Generator, device: str) -> dict:
         num_slots=torch.randint(1, S + 1, (N,), generator=generator, device=device),
         accept_uniforms=torch.rand(N, S, generator=generator, device=device, dtype=torch.float64),
         sample_uniforms=torch.rand(N, S, generator=generator, device=device, dtype=torch.float64),
-        target_logits=logits, top_k=case.top_k, top_p=case.top_p, allowed=allowed,
+        target_logits=logits, sampling=SamplingConfig(top_k=case.top_k, top_p=case.top_p), allowed=allowed,
     )
 
 
@@ -117,14 +116,14 @@ def run_case(case: Case, generator: torch.Generator, device: str = "cuda") -> di
     inputs = make_inputs(case, generator, device)
     rule = make_rule(case, generator, device)
     positional = [inputs[k] for k in ("target_probs", "draft_probs", "draft_tokens", "num_slots", "accept_uniforms", "sample_uniforms")]
-    transform = {k: inputs[k] for k in ("target_logits", "top_k", "top_p", "allowed")}
-    reference = verify_reference(*positional, rule, case.coupling, **transform)
-    kernel = verify_triton(*positional, rule, case.coupling, **transform)
+    transform = {k: inputs[k] for k in ("target_logits", "sampling", "allowed")}
+    reference = verify_reference(*positional, rule=rule, coupling=case.coupling, **transform)
+    kernel = verify_triton(*positional, rule=rule, coupling=case.coupling, **transform)
 
     # exactness: the reference on CPU, fed the kernel's own p, must decide the same
     cpu = [t.cpu() if isinstance(t, torch.Tensor) else t for t in positional]
     cpu[0] = kernel.target_probs.cpu()
-    same_p = verify_reference(*cpu, rule, case.coupling)  # the rule's tables follow p to the CPU
+    same_p = verify_reference(*cpu, rule=rule, coupling=case.coupling)  # the rule's tables follow p to the CPU
     same = all(torch.equal(a, b) for a, b in zip(decisions(kernel), decisions(same_p)))
     end_to_end = torch.ones(case.batch, dtype=torch.bool)
     for a, b in zip(decisions(kernel), decisions(reference)):
@@ -133,8 +132,8 @@ def run_case(case: Case, generator: torch.Generator, device: str = "cuda") -> di
     return dict(
         model=case.model, batch=case.batch, L=case.L, V=case.V, rule=case.rule + ("+coupling" if case.coupling else ""),
         transform=f"top_k={case.top_k} top_p={case.top_p}" + (f" allowed={case.allowed_tokens}" if case.allowed_tokens else ""),
-        reference_ms=median_ms(lambda: verify_reference(*positional, rule, case.coupling, **transform)),
-        triton_ms=median_ms(lambda: verify_triton(*positional, rule, case.coupling, **transform)),
+        reference_ms=median_ms(lambda: verify_reference(*positional, rule=rule, coupling=case.coupling, **transform)),
+        triton_ms=median_ms(lambda: verify_triton(*positional, rule=rule, coupling=case.coupling, **transform)),
         max_abs_dp=float((kernel.target_probs - reference.target_probs).abs().max()),
         same_p_decisions_identical=same,
         end_to_end_windows_agreeing=f"{int(end_to_end.sum())}/{case.batch}",
