@@ -74,7 +74,7 @@ def main() -> None:
     bar.close()
     meta = {
         "description": (
-            f"Shipped model (assets/default), {args.per_class} images x {n_classes} classes per method, batch 1, "
+            f"Shipped model (mmspec/assets/default), {args.per_class} images x {n_classes} classes per method, batch 1, "
             f"default sampling {pipe.default_sampling}. Unless a row says otherwise: window 16, random first drafts, "
             f"ZipAR window 8, LANTERN k=1000 delta=0.1, GSD rank 7 / gap 0.15 / distance 0.5. Forwards include the "
             f"prefill; wall time covers decoding and VQ decoding, torch on {args.threads} CPU thread(s)."

@@ -70,7 +70,7 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, help="override the default temperature (exploration)")
     parser.add_argument("--top-k", type=int, help="override the default top-k (exploration)")
     parser.add_argument("--top-p", type=float, help="override the default top-p (exploration)")
-    parser.add_argument("--assets", default=str(DEFAULT_ASSETS), help="model folder (default: the shipped assets/default)")
+    parser.add_argument("--assets", default=str(DEFAULT_ASSETS), help="model folder (default: the shipped mmspec/assets/default)")
     parser.add_argument("--out", default="benchmarks/results/default_model_quality", help="output path without suffix")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
