@@ -44,7 +44,7 @@ def decode_ar(
     while True:
         # 1. draw step t from the logits that predict it (the prefill's for t = 0)
         pos = torch.full((B, 1), t, dtype=torch.long, device=device)
-        history = torch.where(committed, tokens[..., 0], -1)[:, None]
+        history = torch.where(committed, tokens[..., 0], -1)[:, None] if processors else None
         probs = transform(step_logits(logits, pos, sampling, processors, prompt, history), sampling, allowed_steps(layout, pos))
         tokens[:, t] = sample(probs, generator)[:, 0]
         committed[:, t] = True
