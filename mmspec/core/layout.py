@@ -12,7 +12,7 @@ neither looks at a layout's shape.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -42,6 +42,7 @@ class TokenLayout:
     allowed: torch.Tensor | None = None
     forced: torch.Tensor | None = None
     token_embeddings: torch.Tensor | None = None
+    _neighbours: dict = field(default_factory=dict, init=False, repr=False)  # (axis, distance) -> [T]
 
     def __post_init__(self):
         if len(set(self.axes)) != len(self.axes) or not self.axes:
@@ -83,6 +84,11 @@ class TokenLayout:
         """Long `[T]`: the position `distance` steps back along `axis` (same coordinates
         elsewhere), or -1 where there is none: the token to the left, above, in the
         previous frame or the previous step of the same codebook."""
+        if (axis, distance) not in self._neighbours:
+            self._neighbours[axis, distance] = self._find_neighbour(axis, distance)
+        return self._neighbours[axis, distance]
+
+    def _find_neighbour(self, axis: str, distance: int) -> torch.Tensor:
         a = self.axis(axis)
         strides = torch.tensor(self.shape[1:] + (1,)).flip(0).cumprod(0).flip(0)
         key = lambda c: (c * strides).sum(-1)
