@@ -10,9 +10,9 @@ import torch
 
 from mmspec.core.contracts import TokenSession
 from mmspec.core.layout import TokenLayout
-from mmspec.core.sampling import SamplingConfig, sample, transform
+from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.stats import DecodeStats
-from mmspec.decoding.steps import allowed_steps, forward_steps, prefill_steps, prompt_steps, step_logits
+from mmspec.decoding.steps import draw_step, forward_steps, prefill_steps, prompt_steps
 from mmspec.decoding.stopping import Stopping
 
 
@@ -43,10 +43,7 @@ def decode_ar(
     t = 0
     while True:
         # 1. draw step t from the logits that predict it (the prefill's for t = 0)
-        pos = torch.full((B, 1), t, dtype=torch.long, device=device)
-        history = torch.where(committed, tokens[..., 0], -1)[:, None] if processors else None
-        probs = transform(step_logits(logits, pos, sampling, processors, prompt, history), sampling, allowed_steps(layout, pos))
-        tokens[:, t] = sample(probs, generator)[:, 0]
+        tokens[:, t] = draw_step(logits, t, layout, sampling, generator, tokens, committed, processors, prompt)
         committed[:, t] = True
         stopping.update(tokens, committed)
         if on_step:
@@ -54,6 +51,7 @@ def decode_ar(
         if t == T - 1 or stopping.all_done(committed):
             break
         # 2. forward it and commit its cache slot (its keys were computed on committed context)
+        pos = torch.full((B, 1), t, dtype=torch.long, device=device)
         logits = forward_steps(session, tokens[:, t : t + 1], pos)
         session.commit(pos, torch.ones_like(pos, dtype=torch.bool))
         t += 1

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from mmspec.core.rules import ExactRule, GSDRule, LanternRule
 from mmspec.decoding.drafts import drafter_from_name
-from mmspec.decoding.schedules import Frames, Raster, ZipAR
+from mmspec.decoding.schedules import Frames, Raster, ZipAR, check_count
 
 DRAFTING = ("ar", "sjd", "mc-sjd")
 RELAXED = ("lantern", "gsd")
@@ -69,13 +69,13 @@ class DecodingConfig:
             raise ValueError(f"unknown drafting method {self.method!r}; choose from {', '.join(DRAFTING)}")
         if self.method == "ar" and not self.rule.exact:
             raise ValueError(f"{self.rule.name} is an acceptance rule for Jacobi drafts; use it with sjd or mc-sjd")
-        if self.method != "ar" and (isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1):
-            raise ValueError(f"window must be an integer >= 1, got {self.window!r}")
+        if self.method != "ar":
+            check_count("window", self.window)
         self.drafter  # a clear error for an unknown name
         if self.zipar_window is not None:
             if self.schedule is not None:
                 raise ValueError("give zipar_window or schedule, not both")
-            ZipAR(self.zipar_window)  # checks the window
+            check_count("zipar_window", self.zipar_window)
 
     @property
     def drafter(self):

@@ -38,11 +38,11 @@ import torch.nn.functional as F
 from mmspec.core.contracts import TokenSession
 from mmspec.core.layout import TokenLayout
 from mmspec.core.rules import bind_cached
-from mmspec.core.sampling import SamplingConfig, sample, transform, uniforms
+from mmspec.core.sampling import SamplingConfig, uniforms
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.drafts import first_drafts
 from mmspec.decoding.stats import DecodeStats
-from mmspec.decoding.steps import allowed_steps, forward_steps, prefill_steps, prompt_steps, step_logits
+from mmspec.decoding.steps import allowed_steps, draw_step, forward_steps, prefill_steps, prompt_steps, step_logits
 from mmspec.decoding.stopping import Stopping
 from mmspec.kernels.verify import verify
 
@@ -126,11 +126,9 @@ class JacobiLoop:
 
     def prefill(self) -> None:
         """The prefill predicts position 0, drawn as AR does."""
-        pos0 = torch.zeros(self.B, 1, dtype=torch.long, device=self.device)
-        history = self.tokens[..., 0][:, None].clamp(max=-1)  # nothing generated yet
-        logits = step_logits(prefill_steps(self.session, self.K), pos0, self.sampling, self.processors, self.prompt, history)
-        first = sample(transform(logits, self.sampling, allowed_steps(self.layout, pos0)), self.generator)
-        self.commit_run(self.b, torch.zeros_like(self.b), first[:, :1], torch.ones_like(self.b, dtype=torch.bool))
+        first = draw_step(prefill_steps(self.session, self.K), 0, self.layout, self.sampling, self.generator,
+                          self.tokens, self.committed, self.processors, self.prompt)
+        self.commit_run(self.b, torch.zeros_like(self.b), first[:, None], torch.ones_like(self.b, dtype=torch.bool))
         self.n[:, 0] = 1
         self.forwards = 1
 
@@ -196,17 +194,17 @@ class JacobiLoop:
             on_committed_context=cand_true,
         )
 
-    def window_history(self) -> torch.Tensor:
-        """Long `[B, R, S, T]`: what window slot j has seen (committed tokens before the
-        window, then the window's drafts before slot j), for history-dependent processors."""
+    def window_history(self, b: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        """Long `[N, S, T]` for the windows `(b, r)`: what window slot j has seen (committed
+        tokens before the window, then the window's drafts before slot j), for
+        history-dependent processors."""
         pos = torch.arange(self.T, device=self.device)
-        known = torch.where(self.committed, self.tokens[..., 0], -1)[:, None].expand(self.B, self.R, self.T)
-        known = torch.where(pos < self.n[..., None], known, -1)
-        hist = known[:, :, None].expand(self.B, self.R, self.S, self.T).clone()
-        offset = pos - self.n[..., None, None]  # [B, R, 1, T]: index into the window's drafts
-        drafts = self.drafts[..., 0].gather(2, offset.clamp(0, self.L - 1).expand(-1, -1, 1, -1)[:, :, 0])[:, :, None]
-        before_slot = (offset >= 0) & (offset < self.slot[:, None])  # [B, R, S, T]
-        return torch.where(before_slot, drafts, hist)
+        n = self.n[b, r][:, None, None]  # [N, 1, 1]
+        offset = pos - n  # index into the window's drafts
+        known = torch.where(self.committed[b], self.tokens[b, :, 0], -1)[:, None]  # [N, 1, T]
+        drafts = self.drafts[b, r, :, 0].gather(1, offset[:, 0].clamp(0, self.L - 1))[:, None]  # [N, 1, T]
+        before_slot = (offset >= 0) & (offset < self.slot[:, None])  # [N, S, T]
+        return torch.where(before_slot, drafts, torch.where(offset < 0, known, -1))
 
     def forward_and_verify(self, inputs: Inputs, live: torch.Tensor) -> "Verified":
         """One forward, then verification of the live windows: window slot j gets p for
@@ -223,7 +221,7 @@ class JacobiLoop:
         slot_logits = lambda x: x[b[:, None], by_slot]
         win_pos = (self.n[b, r][:, None] + self.slot).clamp(max=T - 1)  # [N, S]
         if self.processors:  # scored per window slot, each with its own history
-            history = self.window_history()[b, r]
+            history = self.window_history(b, r)
             picked = type(logits)(slot_logits(logits.cond), None if logits.uncond is None else slot_logits(logits.uncond))
             target = step_logits(picked, win_pos, self.sampling, self.processors, self.prompt, history)
         else:

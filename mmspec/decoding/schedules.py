@@ -41,6 +41,11 @@ class SegmentPlan:
         return len(self.starts)
 
 
+def check_count(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
 def chained(starts: torch.Tensor, ends: torch.Tensor, need: torch.Tensor | int) -> SegmentPlan:
     """Segment r waits on segment r-1 for `need` tokens (the first waits on none)."""
     R = len(starts)
@@ -72,8 +77,7 @@ class ZipAR:
     exact = False
 
     def __post_init__(self):
-        if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1:
-            raise ValueError(f"zipar_window must be an integer >= 1, got {self.window!r}")
+        check_count("zipar_window", self.window)
 
     def plan(self, layout: TokenLayout) -> SegmentPlan:
         starts, ends = layout.runs(self.axis)
@@ -96,10 +100,9 @@ class Frames:
     exact = False
 
     def __post_init__(self):
-        if isinstance(self.rows, bool) or not isinstance(self.rows, int) or self.rows < 1:
-            raise ValueError(f"frame schedule rows must be an integer >= 1, got {self.rows!r}")
+        check_count("frame schedule rows", self.rows)
         if self.zipar_window is not None:
-            ZipAR(self.zipar_window)  # same check
+            check_count("zipar_window", self.zipar_window)
 
     def plan(self, layout: TokenLayout) -> SegmentPlan:
         frame_starts, frame_ends = layout.runs(self.frame_axis)

@@ -9,7 +9,7 @@ import torch
 from mmspec.core.contracts import GuidedLogits, TokenSession
 from mmspec.core.layout import TokenLayout
 from mmspec.core.processors import apply_processors
-from mmspec.core.sampling import SamplingConfig, guided_logits
+from mmspec.core.sampling import SamplingConfig, guided_logits, sample, transform
 
 
 def as_steps(logits: GuidedLogits, K: int) -> GuidedLogits:
@@ -54,3 +54,14 @@ def step_logits(logits: GuidedLogits, predicted: torch.Tensor, sampling: Samplin
     out = apply_processors(processors, flat_prompt, history.reshape(B * n, -1), predicted.reshape(-1),
                            combined.reshape(B * n, -1))
     return out.view_as(combined)
+
+
+def draw_step(logits: GuidedLogits, position: int, layout: TokenLayout, sampling: SamplingConfig, generator,
+              tokens: torch.Tensor, committed: torch.Tensor, processors=(), prompt=None) -> torch.Tensor:
+    """Step `position` drawn as AR draws it from the logits that predict it: `[B, K]`.
+    `tokens [B, T, K]` and `committed [B, T]` are the history the processors see."""
+    B = committed.shape[0]
+    pos = torch.full((B, 1), position, dtype=torch.long, device=committed.device)
+    history = torch.where(committed, tokens[..., 0], -1)[:, None] if processors else None
+    probs = transform(step_logits(logits, pos, sampling, processors, prompt, history), sampling, allowed_steps(layout, pos))
+    return sample(probs, generator)[:, 0]
