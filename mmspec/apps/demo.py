@@ -18,6 +18,7 @@ at their limits delay a normal one by seconds, not minutes.
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import gradio as gr
@@ -40,6 +41,9 @@ MAX_LANTERN_K = 1000  # LANTERN's k; its neighbour table holds k entries per voc
 MAX_GSD_RANK_WINDOW = 256  # GSD compares 2 x rank_window candidates per draft
 MAX_PROMPT_CHARS = 500  # a prompt's prefill is part of every decode of the request
 CONCURRENCY = 2  # requests decoded at once
+# the other modalities' tabs: (title, module, function that lays out the tab's contents
+# inside its `gr.Tab` and loads the modality's shipped pipeline)
+TABS: tuple[tuple[str, str, str], ...] = ()
 QUEUE_SIZE = 16  # requests waiting beyond that are refused, not queued for ever
 
 
@@ -140,70 +144,74 @@ def build_demo(pipe) -> gr.Blocks:
             "a bounded change of it for fewer forwards. The heatmaps show when each token was committed "
             "(dark = early, yellow = late)."
         )
-        with gr.Row():
-            with gr.Column(scale=1):
-                if pipe.condition_kind == "class":
-                    condition = gr.Dropdown(pipe.class_names, value=pipe.class_names[0], label="class")
-                else:
-                    condition = gr.Textbox(label="prompt", value="a red apple on a table", max_length=MAX_PROMPT_CHARS)
-                methods = gr.CheckboxGroup(METHODS, value=DEFAULT_METHODS, label=f"methods to compare with AR (at most {MAX_METHODS})")
-                with gr.Row():
-                    seed = gr.Textbox(value="0", label="seed", elem_id="seed")
-                    window = gr.Number(value=min(16, window_max), label=f"window (drafts per forward, 1 to {window_max})",
-                                       precision=0)
-                with gr.Row():
-                    guidance_scale = gr.Slider(0, 10, value=defaults["guidance_scale"], step=0.25, label="guidance scale")
-                    temperature = gr.Slider(0, 2, value=defaults["temperature"], step=0.05, label="temperature (0 = greedy)")
-                with gr.Row():
-                    top_k = gr.Number(value=defaults["top_k"], label="top-k (0 = all)", precision=0)
-                    top_p = gr.Slider(0.01, 1, value=defaults["top_p"], step=0.01, label="top-p (1 = all)")
-                with gr.Group(visible=True) as zipar_box:
-                    zipar_window = gr.Number(value=min(8, cols), label=f"ZipAR window (tokens of the row above, 1 to {cols})",
-                                             precision=0)
-                with gr.Group(visible=False) as lantern_box:
-                    lantern_k = gr.Number(value=MAX_LANTERN_K, label="LANTERN k (neighbours)", precision=0)
-                    lantern_delta = gr.Slider(0, 1, value=0.1, step=0.01, label="LANTERN delta (total-variation budget)")
-                with gr.Group(visible=False) as gsd_box:
-                    gsd_rank_window = gr.Number(value=7, label="GSD rank half-width", precision=0)
-                    gsd_prob_gap = gr.Slider(0, 1, value=0.15, step=0.01, label="GSD probability gap")
-                    gsd_embed_dist = gr.Slider(0, 4, value=0.5, step=0.05, label="GSD embedding distance")
-                run = gr.Button("Generate", variant="primary")
-                status = gr.Markdown("", label="status", elem_id="status")
-            with gr.Column(scale=2):
-                images = gr.Gallery(label="images", columns=4, height="auto", elem_id="images")
-                stats = gr.Dataframe(headers=TABLE_HEADERS, label="stats", elem_id="stats")
-                heatmaps = gr.Gallery(label="heatmaps", columns=4, height="auto", elem_id="heatmaps")
+        with gr.Tab("Images"):
+            with gr.Row():
+                with gr.Column(scale=1):
+                    if pipe.condition_kind == "class":
+                        condition = gr.Dropdown(pipe.class_names, value=pipe.class_names[0], label="class")
+                    else:
+                        condition = gr.Textbox(label="prompt", value="a red apple on a table", max_length=MAX_PROMPT_CHARS)
+                    methods = gr.CheckboxGroup(METHODS, value=DEFAULT_METHODS, label=f"methods to compare with AR (at most {MAX_METHODS})")
+                    with gr.Row():
+                        seed = gr.Textbox(value="0", label="seed", elem_id="seed")
+                        window = gr.Number(value=min(16, window_max), label=f"window (drafts per forward, 1 to {window_max})",
+                                           precision=0)
+                    with gr.Row():
+                        guidance_scale = gr.Slider(0, 10, value=defaults["guidance_scale"], step=0.25, label="guidance scale")
+                        temperature = gr.Slider(0, 2, value=defaults["temperature"], step=0.05, label="temperature (0 = greedy)")
+                    with gr.Row():
+                        top_k = gr.Number(value=defaults["top_k"], label="top-k (0 = all)", precision=0)
+                        top_p = gr.Slider(0.01, 1, value=defaults["top_p"], step=0.01, label="top-p (1 = all)")
+                    with gr.Group(visible=True) as zipar_box:
+                        zipar_window = gr.Number(value=min(8, cols), label=f"ZipAR window (tokens of the row above, 1 to {cols})",
+                                                 precision=0)
+                    with gr.Group(visible=False) as lantern_box:
+                        lantern_k = gr.Number(value=MAX_LANTERN_K, label="LANTERN k (neighbours)", precision=0)
+                        lantern_delta = gr.Slider(0, 1, value=0.1, step=0.01, label="LANTERN delta (total-variation budget)")
+                    with gr.Group(visible=False) as gsd_box:
+                        gsd_rank_window = gr.Number(value=7, label="GSD rank half-width", precision=0)
+                        gsd_prob_gap = gr.Slider(0, 1, value=0.15, step=0.01, label="GSD probability gap")
+                        gsd_embed_dist = gr.Slider(0, 4, value=0.5, step=0.05, label="GSD embedding distance")
+                    run = gr.Button("Generate", variant="primary")
+                    status = gr.Markdown("", label="status", elem_id="status")
+                with gr.Column(scale=2):
+                    images = gr.Gallery(label="images", columns=4, height="auto", elem_id="images")
+                    stats = gr.Dataframe(headers=TABLE_HEADERS, label="stats", elem_id="stats")
+                    heatmaps = gr.Gallery(label="heatmaps", columns=4, height="auto", elem_id="heatmaps")
 
-        def toggle(selected):
-            selected = selected or []
-            return (
-                gr.update(visible=any("zipar" in m for m in selected)),
-                gr.update(visible=any("lantern" in m for m in selected)),
-                gr.update(visible=any("gsd" in m for m in selected)),
+            def toggle(selected):
+                selected = selected or []
+                return (
+                    gr.update(visible=any("zipar" in m for m in selected)),
+                    gr.update(visible=any("lantern" in m for m in selected)),
+                    gr.update(visible=any("gsd" in m for m in selected)),
+                )
+
+            methods.change(toggle, methods, [zipar_box, lantern_box, gsd_box], api_name=False, queue=False)
+
+            def generate(condition, methods, seed, window, guidance_scale, temperature, top_k, top_p, zipar_window,
+                         lantern_k, lantern_delta, gsd_rank_window, gsd_prob_gap, gsd_embed_dist):
+                """AR and the chosen methods from one seed: images, a cost table, commit-order heatmaps and a status line."""
+                try:
+                    call = check_condition(pipe, condition)
+                    chosen = check_methods(methods)
+                    settings = check_settings(pipe, seed, window, guidance_scale, temperature, top_k, top_p, zipar_window,
+                                              lantern_k, lantern_delta, gsd_rank_window, gsd_prob_gap, gsd_embed_dist)
+                    gallery, rows, maps = compare(pipe, call, chosen, settings)
+                except ValueError as err:
+                    return [], [], [], f"**Cannot generate:** {err}"
+                return gallery, rows, maps, f"Done: AR and {len(rows) - 1} method(s) from seed {settings['seed']}."
+
+            run.click(
+                generate,
+                [condition, methods, seed, window, guidance_scale, temperature, top_k, top_p, zipar_window,
+                 lantern_k, lantern_delta, gsd_rank_window, gsd_prob_gap, gsd_embed_dist],
+                [images, stats, heatmaps, status],
+                api_name="generate",
             )
-
-        methods.change(toggle, methods, [zipar_box, lantern_box, gsd_box], api_name=False, queue=False)
-
-        def generate(condition, methods, seed, window, guidance_scale, temperature, top_k, top_p, zipar_window,
-                     lantern_k, lantern_delta, gsd_rank_window, gsd_prob_gap, gsd_embed_dist):
-            """AR and the chosen methods from one seed: images, a cost table, commit-order heatmaps and a status line."""
-            try:
-                call = check_condition(pipe, condition)
-                chosen = check_methods(methods)
-                settings = check_settings(pipe, seed, window, guidance_scale, temperature, top_k, top_p, zipar_window,
-                                          lantern_k, lantern_delta, gsd_rank_window, gsd_prob_gap, gsd_embed_dist)
-                gallery, rows, maps = compare(pipe, call, chosen, settings)
-            except ValueError as err:
-                return [], [], [], f"**Cannot generate:** {err}"
-            return gallery, rows, maps, f"Done: AR and {len(rows) - 1} method(s) from seed {settings['seed']}."
-
-        run.click(
-            generate,
-            [condition, methods, seed, window, guidance_scale, temperature, top_k, top_p, zipar_window,
-             lantern_k, lantern_delta, gsd_rank_window, gsd_prob_gap, gsd_embed_dist],
-            [images, stats, heatmaps, status],
-            api_name="generate",
-        )
+        for title, module, builder in TABS:
+            with gr.Tab(title):
+                getattr(importlib.import_module(module), builder)()
     demo.queue(default_concurrency_limit=CONCURRENCY, max_size=QUEUE_SIZE)
     return demo
 
