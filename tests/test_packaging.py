@@ -20,6 +20,7 @@ PACKAGE_FILES = [
     "mmspec/assets/default/classifier/config.json",
     "mmspec/assets/default/classifier/model.safetensors",
     "mmspec/apps/demo.py",
+    "mmspec/hf_generate/custom_generate/generate.py",  # mmspec.CUSTOM_GENERATE for transformers
 ]
 
 
@@ -38,7 +39,7 @@ def wheel(tmp_path_factory) -> tuple[Path, str]:
     return next(out.glob("mmspec-*.whl")), built.stdout + built.stderr
 
 
-def test_wheel_holds_the_default_model_and_the_demo_app(wheel):
+def test_wheel_holds_the_default_model_the_demo_app_and_custom_generate(wheel):
     names = set(zipfile.ZipFile(wheel[0]).namelist())
     assert [f for f in PACKAGE_FILES if f not in names] == []
     assert not any(n.startswith(("tests/", "benchmarks/", "assets/")) for n in names)
