@@ -132,13 +132,9 @@ class DecoderSession(CachedSession):
         self.cache.commit(prompt_slots, prompt_mask)
         self._prefill = self.split(head(hidden[:, -1:]).float())
 
-    def prefill_logits(self) -> GuidedLogits:
-        return self._prefill
-
     @torch.no_grad()
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor | None = None) -> GuidedLogits:
-        if tokens.shape != positions.shape:
-            raise ValueError(f"tokens {tuple(tokens.shape)} and positions {tuple(positions.shape)} differ in shape")
+        self.check_inputs(tokens, positions)
         slots = self.slots(positions)
         position_ids = self.first_position[:, None] + self.rows(positions)
         segs = None if segments is None else self.rows(segments)

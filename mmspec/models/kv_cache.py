@@ -98,6 +98,15 @@ class CachedSession:
         self.batch_size, self.guided = batch_size, guided
         self.prompt_tokens = None  # image prompts are features, not tokens a drafter could look up
 
+    def prefill_logits(self) -> GuidedLogits:
+        """The logits for position 0, which a subclass computes when it prefills (`_prefill`)."""
+        return self._prefill
+
+    @staticmethod
+    def check_inputs(tokens: torch.Tensor, positions: torch.Tensor) -> None:
+        if tokens.shape != positions.shape:
+            raise ValueError(f"tokens {tuple(tokens.shape)} and positions {tuple(positions.shape)} differ in shape")
+
     def split(self, logits):
         """Logits of all rows -> `GuidedLogits(cond, uncond)`."""
         B = self.batch_size

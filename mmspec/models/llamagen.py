@@ -425,13 +425,9 @@ class LlamaGenSession(CachedSession):
         cache.commit(slots, valid)
         self._prefill = self.split(logits[:, -1:])
 
-    def prefill_logits(self) -> GuidedLogits:
-        return self._prefill
-
     @torch.no_grad()
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor | None = None) -> GuidedLogits:
-        if tokens.shape != positions.shape:
-            raise ValueError(f"tokens {tuple(tokens.shape)} and positions {tuple(positions.shape)} differ in shape")
+        self.check_inputs(tokens, positions)
         h = self.model.tok_embeddings(self.rows(tokens))
         segs = None if segments is None else self.rows(segments)
         return self.split(self.model._cached_forward(h, self.slots(positions), self.cache, segs))

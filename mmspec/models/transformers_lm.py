@@ -146,13 +146,9 @@ class TransformersSession(CachedSession):
         )
         return out.logits.float()
 
-    def prefill_logits(self) -> GuidedLogits:
-        return self._prefill
-
     @torch.no_grad()
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor | None = None) -> GuidedLogits:
-        if tokens.shape != positions.shape:
-            raise ValueError(f"tokens {tuple(tokens.shape)} and positions {tuple(positions.shape)} differ in shape")
+        self.check_inputs(tokens, positions)
         position_ids = self.first_position[:, None] + positions
         if self.max_position_id is not None:
             position_ids = position_ids.clamp(max=self.max_position_id)
