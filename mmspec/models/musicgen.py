@@ -1,0 +1,150 @@
+"""transformers' MusicGen, unmodified, as a `TokenModel` of K codebooks per step.
+
+MusicGen's decoder predicts K codebook tokens per step under the *delay pattern*: codebook
+k runs k steps behind codebook 0, so that step t holds frame t - k of codebook k, and the
+pattern's corners hold the pad id (`vocab_size`, which the embeddings have and the heads
+do not). The pattern belongs to the layout, not to the engine: the pad slots are forced
+positions of a `TokenLayout` of K tokens per step over `vocab_size + 1` ids, whose last id
+no unforced slot allows. `undelay` turns a decoded `[B, T, K]` back into EnCodec's codes.
+
+The decoder computes its sinusoidal positions from the cache length, which fits no window
+of drafts, so we run its layers ourselves (as `hf_session` does for Llama-style stacks):
+summed codebook embeddings plus the sinusoid at each input's own position, the layers with
+our committed-slot mask, `SlotCache` for self-attention and the text's keys and values
+cached once for cross-attention, then the K heads. The text encoder, its projection and
+classifier-free guidance (a zero "null" text, as `generate` builds it) are MusicGen's own.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+from transformers.masking_utils import create_bidirectional_mask
+
+from mmspec.core.contracts import GuidedLogits
+from mmspec.core.layout import TokenLayout
+from mmspec.models.hf_session import SlotCache, additive_mask, allocate_cache, check_attention_kernel
+from mmspec.models.kv_cache import CachedSession
+
+
+class SlotEncoderDecoderCache(EncoderDecoderCache):
+    """What MusicGen's attention layers read of an `EncoderDecoderCache`: our slot cache
+    for self-attention, and the text's keys and values, written by the first forward and
+    reused after it (`is_updated`)."""
+
+    def __init__(self, self_attention: SlotCache, cross_attention: DynamicCache, is_updated: dict):
+        self.self_attention_cache, self.cross_attention_cache, self.is_updated = self_attention, cross_attention, is_updated
+
+
+def delay_pattern(steps: int, codebooks: int, pad_id: int) -> torch.Tensor:
+    """Long `[steps, K]`: the pad id where MusicGen's delay pattern forces it, -1 elsewhere.
+
+    Generated step t sits at decoder position t + 1 (position 0 is the start token);
+    codebook k is padded before its first frame (t + 1 <= k) and after its last
+    (t + 1 - k >= steps + 1 - K + 1)."""
+    t = torch.arange(steps)[:, None] + 1
+    k = torch.arange(codebooks)[None]
+    padded = (t <= k) | (t - k >= steps + 2 - codebooks)
+    return torch.where(padded, pad_id, -1)
+
+
+def undelay(tokens: torch.Tensor, codebooks: int) -> torch.Tensor:
+    """Decoded steps `[B, T, K]` -> EnCodec codes `[B, K, T - K + 1]` (frame f of codebook
+    k is step f + k)."""
+    frames = tokens.shape[1] - codebooks + 1
+    return torch.stack([tokens[:, k : k + frames, k] for k in range(codebooks)], 1)
+
+
+class MusicgenLM:
+    """`MusicgenForConditionalGeneration` as a TokenModel of `max_new_tokens` steps.
+
+    The condition of `start` is the tokenizer's output for the text prompts
+    (`input_ids`, `attention_mask`).
+    """
+
+    def __init__(self, model: nn.Module, max_new_tokens: int):
+        if getattr(model.config, "model_type", None) != "musicgen":
+            raise ValueError(f"MusicgenLM serves MusicgenForConditionalGeneration; got {getattr(model.config, 'model_type', None)!r}")
+        if model.decoder.config.audio_channels != 1:
+            raise ValueError("stereo MusicGen (audio_channels=2) interleaves its codebooks; mmspec serves mono checkpoints")
+        check_attention_kernel(model.decoder.config)
+        self.codebooks = model.decoder.num_codebooks
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < self.codebooks:
+            raise ValueError(f"max_new_tokens must be a whole number >= the {self.codebooks} codebooks, got {max_new_tokens!r}")
+        self.model, self.max_new_tokens = model, max_new_tokens
+        self.pad_id = model.decoder.config.vocab_size  # the embeddings' extra row
+
+    def layout(self) -> TokenLayout:
+        allowed = torch.ones(self.pad_id + 1, dtype=torch.bool)
+        allowed[self.pad_id] = False  # only the pattern's forced slots hold the pad id
+        return TokenLayout.grid((self.max_new_tokens,), self.pad_id + 1, axes=("step",), tokens_per_step=self.codebooks,
+                                allowed=allowed, forced=delay_pattern(self.max_new_tokens, self.codebooks, self.pad_id))
+
+    def start(self, condition: dict, *, guided: bool, extra_positions: int = 0) -> "MusicgenSession":
+        return MusicgenSession(self.model, condition, guided=guided, slots=1 + self.max_new_tokens + extra_positions)
+
+    def frames(self, tokens: torch.Tensor) -> torch.Tensor:
+        """EnCodec codes `[B, K, F]` of decoded steps `[B, T, K]`."""
+        return undelay(tokens, self.codebooks)
+
+    @torch.no_grad()
+    def decode_audio(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Waveforms `[B, 1, samples]` of decoded steps, by MusicGen's EnCodec."""
+        codes = self.frames(tokens)
+        return self.model.audio_encoder.decode(codes[None], audio_scales=[None] * len(codes)).audio_values
+
+
+class MusicgenSession(CachedSession):
+    """One call: the rows `[cond; uncond]` of `batch_size` text prompts; decoder position
+    0 holds the start token, generated step t sits at position t + 1."""
+
+    def __init__(self, model: nn.Module, condition: dict, *, guided: bool, slots: int):
+        ids = condition.get("input_ids")
+        if ids is None or ids.dim() != 2 or ids.shape[1] == 0:
+            raise ValueError("input_ids must be a non-empty [batch, text length] tensor of token ids")
+        mask = condition.get("attention_mask")
+        mask = torch.ones_like(ids) if mask is None else mask.long()
+        B = ids.shape[0]
+        decoder = model.decoder.model.decoder
+        super().__init__(allocate_cache(decoder.config, 2 * B if guided else B, slots, decoder.layer_norm.weight.dtype,
+                                        ids.device), 1, batch_size=B, guided=guided)
+        self.decoder, self.heads = decoder, model.decoder.lm_heads
+        text = model.text_encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+        if model.text_encoder.config.hidden_size != decoder.config.hidden_size and decoder.config.cross_attention_hidden_size is None:
+            text = model.enc_to_dec_proj(text)
+        text = text * mask[..., None]
+        if guided:  # MusicGen's null condition: zero states, nothing to attend
+            text, mask = torch.cat([text, torch.zeros_like(text)]), torch.cat([mask, torch.zeros_like(mask)])
+        self.text, self.text_mask = text, mask
+        self.cross, self.is_updated = DynamicCache(), {}
+        if decoder.embed_positions.weights.shape[0] < slots:
+            raise ValueError(f"{slots - 1} steps exceed the decoder's {decoder.embed_positions.weights.shape[0] - 1} positions")
+        rows = self.cache.rows
+        start = torch.full((rows, 1, decoder.num_codebooks), model.decoder.config.decoder_start_token_id, device=ids.device)
+        slot0 = torch.zeros(rows, 1, dtype=torch.long, device=ids.device)
+        logits = self.run(start, slot0)
+        self.cache.commit(slot0, torch.ones_like(slot0, dtype=torch.bool))
+        self._prefill = self.split(logits)
+
+    def run(self, tokens: torch.Tensor, slots: torch.Tensor, segments: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits `[R, n, K, V + 1]` of steps `tokens [R, n, K]` at decoder positions `slots
+        [R, n]`; the last id (pad) gets logit 0, which only forced slots allow."""
+        d = self.decoder
+        h = sum(d.embed_tokens[k](tokens[..., k]) for k in range(d.num_codebooks))
+        h = h + d.embed_positions.weights[slots].to(h.dtype)
+        mask = additive_mask(self.cache.attention_mask(slots, segments), h.dtype)
+        cross_mask = create_bidirectional_mask(config=d.config, inputs_embeds=h, attention_mask=self.text_mask,
+                                               encoder_hidden_states=self.text)
+        cache = SlotEncoderDecoderCache(SlotCache(self.cache, slots), self.cross, self.is_updated)
+        for layer in d.layers:
+            h = layer(h, mask, self.text, encoder_attention_mask=cross_mask, cache=cache, use_cache=True)
+        h = d.layer_norm(h)
+        logits = torch.stack([head(h) for head in self.heads], 2).float()  # [R, n, K, V]
+        return torch.cat([logits, logits.new_zeros(*logits.shape[:-1], 1)], -1)
+
+    @torch.no_grad()
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor | None = None) -> GuidedLogits:
+        self.check_inputs(tokens[..., 0], positions)
+        segs = None if segments is None else self.rows(segments)
+        return self.split(self.run(self.rows(tokens), self.slots(positions), segs))
