@@ -12,7 +12,10 @@ outside top-k): the papers' rules would, since a group or neighbourhood can carr
 that d itself has not.
 
 Rules that look at token neighbourhoods need the layout's token embeddings (VQ codebook
-vectors); `bind(embeddings, allowed)` returns a copy holding the precomputed tables.
+vectors); `bind(embeddings, allowed)` returns a copy holding the precomputed tables. A rule
+may also define `residual_draft(p, q)`, the q whose residual norm((p - q)+) a rejected slot
+is drawn from (PCG's group residual); MC-SJD's next drafts always use the token residual,
+which keeps their marginal p.
 """
 
 from __future__ import annotations
@@ -180,7 +183,79 @@ class GSDRule:
         return torch.where((q_group > 0) & (p_d > 0), ratio, torch.zeros_like(ratio)).clamp(max=1.0)
 
 
-RULES = {"exact": ExactRule, "lantern": LanternRule, "gsd": GSDRule}
+def kmeans_groups(embeddings: torch.Tensor, groups: int, iterations: int = 25) -> torch.Tensor:
+    """Long `[V]`: a group id per row of `embeddings [V, E]` by Lloyd's k-means, started
+    from evenly spaced rows (deterministic: no random draw outside the caller's generator).
+    A group that loses all its members keeps its centre."""
+    e = embeddings.float()
+    V = e.shape[0]
+    groups = min(groups, V)
+    centres = e[torch.linspace(0, V - 1, groups, device=e.device).round().long()].clone()
+    for _ in range(iterations):
+        assign = torch.cdist(e, centres).argmin(-1)
+        sums = torch.zeros_like(centres).index_add_(0, assign, e)
+        counts = torch.bincount(assign, minlength=groups).float()
+        centres = torch.where(counts[:, None] > 0, sums / counts.clamp(min=1)[:, None], centres)
+    return torch.cdist(e, centres).argmin(-1)
+
+
+@dataclass(frozen=True)
+class PCGRule:
+    """Grouped acceptance for codec tokens, after PCG (principled coarse-grained acceptance
+    for speech): the codes of a codebook are partitioned into `groups` of acoustically
+    similar ones (k-means of the codebook vectors), and rejection sampling runs on the
+    group variable. With P(G) and Q(G) the masses of p and q on d's group G (q counted
+    only where p > 0, so that no token the sampling transform excludes is committed):
+
+        accept d  iff  u < min(1, P(G) / Q(G));  on rejection draw a group from
+        norm((P - Q)+), then a token from p within it.
+
+    Guarantee: the committed token's group is distributed exactly as P, given the past
+    (exact at the group level). Within its group an accepted draft keeps its own
+    distribution, so the token is not distributed as p: the rule is relaxed.
+    """
+
+    groups: int = 32
+    group_of: torch.Tensor | None = field(default=None, repr=False, compare=False)  # [V], or [K, V] per codebook
+
+    exact = False
+    name = "pcg"
+
+    def __post_init__(self):
+        if self.groups < 1:
+            raise ValueError(f"PCG groups must be >= 1, got {self.groups}")
+
+    def bind(self, embeddings: torch.Tensor | None, allowed: torch.Tensor | None = None) -> "PCGRule":
+        """Groups the codes of `embeddings` (`[V, E]`, or `[K, V, E]`: one codebook per
+        token of a step)."""
+        if embeddings is None:
+            raise ValueError("PCG needs token embeddings (the codec's codebook vectors) in the layout; this model's layout has none")
+        if embeddings.dim() == 3:
+            return replace(self, group_of=torch.stack([kmeans_groups(e, self.groups) for e in embeddings]))
+        return replace(self, group_of=kmeans_groups(embeddings, self.groups))
+
+    def group_mass(self, x: torch.Tensor) -> torch.Tensor:
+        """`[..., V]` (`[..., K, V]` with per-codebook groups) -> each token's group mass."""
+        if self.group_of is None:
+            raise ValueError("bind(embeddings) the PCG rule before use")
+        index = self.group_of.to(x.device).expand_as(x)
+        mass = torch.zeros(*x.shape[:-1], self.groups, dtype=x.dtype, device=x.device).scatter_add_(-1, index, x)
+        return mass.gather(-1, index)
+
+    def accept_prob(self, p: torch.Tensor, q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+        p_group, q_group = self.group_mass(p), self.group_mass(q * (p > 0))
+        p_d = gather_last(p, d)
+        ratio = gather_last(p_group, d) / gather_last(q_group, d).clamp(min=1e-30)
+        return torch.where((gather_last(q_group, d) > 0) & (p_d > 0), ratio, torch.zeros_like(ratio)).clamp(max=1.0)
+
+    def residual_draft(self, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        """The q' whose token residual norm((p - q')+) is the group residual above:
+        q'(x) = p(x) min(1, Q(G)/P(G)), so (p - q')+ = p(x)/P(G) (P(G) - Q(G))+."""
+        p_group, q_group = self.group_mass(p), self.group_mass(q * (p > 0))
+        return p * (q_group / p_group.clamp(min=1e-30)).clamp(max=1.0)
+
+
+RULES = {"exact": ExactRule, "lantern": LanternRule, "gsd": GSDRule, "pcg": PCGRule}
 
 
 _BOUND: OrderedDict = OrderedDict()  # (rule, digests) -> bound rule, the few most recent

@@ -2,7 +2,7 @@
 
 A method is four independent choices:
   * drafting: "ar" (none), "sjd" (fresh drafts each iteration) or "mc-sjd" (coupled drafts);
-  * acceptance: exact (default), "lantern" or "gsd" (relaxed; need sjd or mc-sjd);
+  * acceptance: exact (default), "lantern", "gsd" or "pcg" (relaxed; need sjd or mc-sjd);
   * schedule: raster order (default), "zipar" (rows decoded side by side) or a schedule
     object (`mmspec.decoding.schedules`: `Frames` for video);
   * first drafts: a drafter (`mmspec.decoding.drafts`) by name ("random", "above",
@@ -14,12 +14,12 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from mmspec.core.rules import ExactRule, GSDRule, LanternRule
+from mmspec.core.rules import ExactRule, GSDRule, LanternRule, PCGRule
 from mmspec.decoding.drafts import DRAFTER_NAMES, drafter_from_name
 from mmspec.decoding.schedules import Frames, Raster, ZipAR, check_count
 
 DRAFTING = ("ar", "sjd", "mc-sjd")
-RELAXED = ("lantern", "gsd")
+RELAXED = ("lantern", "gsd", "pcg")
 
 
 def _valid_names() -> list[str]:
@@ -58,7 +58,7 @@ class DecodingConfig:
     """
 
     method: str = "mc-sjd"
-    rule: ExactRule | LanternRule | GSDRule = field(default_factory=ExactRule)
+    rule: ExactRule | LanternRule | GSDRule | PCGRule = field(default_factory=ExactRule)
     window: int = 16
     init: object = "random"
     zipar_window: int | None = None
@@ -110,9 +110,9 @@ class DecodingConfig:
             params.append(f"zipar_window={self.zipar_window}")
         if isinstance(self.schedule, (ZipAR, Frames)):
             params.append(repr(self.schedule))
-        defaults = {"lantern": LanternRule(), "gsd": GSDRule()}.get(self.rule.name)
+        defaults = {"lantern": LanternRule(), "gsd": GSDRule(), "pcg": PCGRule()}.get(self.rule.name)
         if defaults is not None:
-            for f in ("k", "delta", "lam", "rank_window", "prob_gap", "embed_dist"):
+            for f in ("k", "delta", "lam", "rank_window", "prob_gap", "embed_dist", "groups"):
                 if hasattr(self.rule, f) and getattr(self.rule, f) != getattr(defaults, f):
                     params.append(f"{f}={getattr(self.rule, f)}")
         return self.name + (f" ({', '.join(params)})" if params else "")
@@ -142,6 +142,7 @@ class DecodingConfig:
         gsd_rank_window: int = 7,
         gsd_prob_gap: float = 0.15,
         gsd_embed_dist: float = 0.5,
+        pcg_groups: int = 32,
     ) -> "DecodingConfig":
         """Parses "sjd", "mc-sjd+lantern", "zipar+mc-sjd", ... (see `DECODINGS`).
         `lantern_lambda` selects LANTERN++'s ratio form instead of `lantern_delta`.
@@ -167,6 +168,8 @@ class DecodingConfig:
             rule = LanternRule(k=lantern_k, delta=None if lantern_lambda is not None else lantern_delta, lam=lantern_lambda)
         elif "gsd" in parts:
             rule = GSDRule(rank_window=gsd_rank_window, prob_gap=gsd_prob_gap, embed_dist=gsd_embed_dist)
+        elif "pcg" in parts:
+            rule = PCGRule(groups=pcg_groups)
         return cls(
             method=method,
             rule=rule,

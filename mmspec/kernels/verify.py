@@ -13,7 +13,7 @@ import importlib.util
 
 import torch
 
-from mmspec.core.rules import ExactRule, GSDRule, LanternRule
+from mmspec.core.rules import ExactRule, GSDRule, LanternRule, PCGRule
 from mmspec.core.sampling import SamplingConfig
 from mmspec.kernels.verify_reference import verify_reference
 from mmspec.kernels.verify_types import VERIFY_DOC, VerifyOutput
@@ -53,6 +53,8 @@ def check_rule(rule, V: int) -> None:
             raise ValueError("bind(embeddings) the LANTERN rule before use")
         if rule.neighbours.dim() != 2 or rule.neighbours.shape[0] != V:
             raise ValueError(f"LANTERN neighbour table {tuple(rule.neighbours.shape)} must be [V = {V}, k]; bind the layout's embeddings")
+    if isinstance(rule, PCGRule) and rule.group_of is None:
+        raise ValueError("bind(embeddings) the PCG rule before use")
     if isinstance(rule, GSDRule):
         if rule.embeddings is None:
             raise ValueError("bind(embeddings) the GSD rule before use")
@@ -114,7 +116,7 @@ def verify(
     name, target = check_sampling_inputs(target_probs, target_logits, sampling, allowed)
     check_verify_inputs(name, target, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms, rule, allowed)
     impl = verify_reference
-    if target.is_cuda and triton_available():
+    if target.is_cuda and triton_available() and not hasattr(rule, "residual_draft"):  # the kernel draws the token residual only
         from mmspec.kernels.verify_triton import verify_triton  # imports Triton on the first CUDA call only
 
         impl = verify_triton

@@ -71,8 +71,14 @@ def verify_reference(
     residual = torch.where(residual.sum(-1, keepdim=True) > 0, residual, p)
     drawn = categorical(residual, sample_uniforms)
     # the slot that ends the run keeps its accepted tokens and redraws the rejected ones
-    # (given the past, the K tokens of a slot are independent)
-    ending = torch.where(accept, d, drawn)
+    # (given the past, the K tokens of a slot are independent), from the rule's own
+    # residual when it has one (PCG's group residual)
+    if hasattr(rule, "residual_draft"):
+        rule_residual = (p - rule.residual_draft(p, q)).clamp(min=0)
+        ending_draw = categorical(torch.where(rule_residual.sum(-1, keepdim=True) > 0, rule_residual, p), sample_uniforms)
+    else:
+        ending_draw = drawn
+    ending = torch.where(accept, d, ending_draw)
 
     # 2. next drafts for the slots after the run
     if coupling:

@@ -3,7 +3,7 @@
 MusicGen's decoder predicts K codebook tokens per step under the *delay pattern*: codebook
 k runs k steps behind codebook 0, so that step t holds frame t - k of codebook k, and the
 pattern's corners hold the pad id (`vocab_size`, which the embeddings have and the heads
-do not). The pattern belongs to the layout, not to the engine: the pad slots are forced
+do not). The layout carries EnCodec's codebook vectors for grouped acceptance (`pcg`). The pattern belongs to the layout, not to the engine: the pad slots are forced
 positions of a `TokenLayout` of K tokens per step over `vocab_size + 1` ids, whose last id
 no unforced slot allows. `undelay` turns a decoded `[B, T, K]` back into EnCodec's codes.
 
@@ -79,7 +79,15 @@ class MusicgenLM:
         allowed = torch.ones(self.pad_id + 1, dtype=torch.bool)
         allowed[self.pad_id] = False  # only the pattern's forced slots hold the pad id
         return TokenLayout.grid((self.max_new_tokens,), self.pad_id + 1, axes=("step",), tokens_per_step=self.codebooks,
-                                allowed=allowed, forced=delay_pattern(self.max_new_tokens, self.codebooks, self.pad_id))
+                                allowed=allowed, forced=delay_pattern(self.max_new_tokens, self.codebooks, self.pad_id),
+                                token_embeddings=self.codebook_vectors())
+
+    def codebook_vectors(self) -> torch.Tensor:
+        """`[K, V + 1, E]`: EnCodec's vector for each code of each codebook (zero for the
+        pad id), the acoustic space grouped acceptance (`pcg`) clusters."""
+        quantizer = self.model.audio_encoder.quantizer.layers[: self.codebooks]
+        vectors = torch.stack([layer.codebook.embed.float() for layer in quantizer])
+        return torch.cat([vectors, vectors.new_zeros(self.codebooks, 1, vectors.shape[-1])], 1)
 
     def start(self, condition: dict, *, guided: bool, extra_positions: int = 0) -> "MusicgenSession":
         return MusicgenSession(self.model, condition, guided=guided, slots=1 + self.max_new_tokens + extra_positions)

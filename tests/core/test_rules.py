@@ -1,7 +1,9 @@
 import pytest
 import torch
 
-from mmspec.core.rules import ExactRule, GSDRule, LanternRule, nearest_neighbours
+from mmspec.core.rules import ExactRule, GSDRule, LanternRule, PCGRule, kmeans_groups, nearest_neighbours
+from mmspec.kernels.verify_reference import verify_reference
+from mmspec.metrics.losslessness import chi_square
 
 
 def one_slot(p, q=None):
@@ -63,7 +65,8 @@ def test_gsd_groups_by_rank_gap_and_embedding():
     assert torch.allclose(GSDRule(rank_window=1).bind(emb).accept_prob(p, q, d), torch.tensor([[0.70]]))
 
 
-@pytest.mark.parametrize("rule", [LanternRule(k=3, delta=0.9), GSDRule(prob_gap=1.0, embed_dist=100.0)], ids=["lantern", "gsd"])
+@pytest.mark.parametrize("rule", [LanternRule(k=3, delta=0.9), GSDRule(prob_gap=1.0, embed_dist=100.0), PCGRule(groups=2)],
+                         ids=["lantern", "gsd", "pcg"])
 def test_relaxed_rules_never_accept_a_token_outside_the_support(rule):
     emb = torch.tensor([[0.0], [1.0], [2.0], [3.0]])
     p, q = one_slot([0.0, 0.5, 0.5, 0.0])
@@ -93,3 +96,45 @@ def test_rules_are_bound_once_per_table(monkeypatch):
     rules.bind_cached(rule, codebook + 1)
     rules.bind_cached(LanternRule(k=4), codebook)
     assert len(calls) == 3
+
+
+PAIRS = torch.tensor([[0.0], [0.1], [5.0], [5.1], [9.0], [9.1]])  # three pairs of close codes
+
+
+def test_kmeans_groups_close_codes_together():
+    groups = kmeans_groups(PAIRS, 3)
+    assert groups[0] == groups[1] and groups[2] == groups[3] and groups[4] == groups[5] and len(set(groups.tolist())) == 3
+
+
+def test_pcg_accepts_on_group_mass():
+    rule = PCGRule(groups=3).bind(PAIRS)
+    p, q = one_slot([0.1, 0.3, 0.2, 0.2, 0.2, 0.0], [0.3, 0.2, 0.1, 0.1, 0.1, 0.2])
+    assert torch.allclose(rule.accept_prob(p, q, torch.tensor([[0]])), torch.tensor([[0.4 / 0.5]]))
+    assert torch.allclose(rule.accept_prob(p, q, torch.tensor([[2]])), torch.tensor([[1.0]]))
+    # q on token 5 (p = 0) does not count: group {4, 5} has P = 0.2 and Q = 0.1, not 0.3
+    assert torch.allclose(rule.accept_prob(p, q, torch.tensor([[4]])), torch.tensor([[1.0]]))
+    # per codebook: K = 2 tables group the codes of each codebook on its own
+    two = PCGRule(groups=3).bind(torch.stack([PAIRS, PAIRS.flip(0)]))
+    assert two.group_of.shape == (2, 6)
+
+
+def pcg_draws(n: int, seed: int = 0):
+    """One slot verified n times: a draft from q, PCG's acceptance and residual."""
+    g = torch.Generator().manual_seed(seed)
+    p = torch.tensor([0.05, 0.35, 0.3, 0.0, 0.1, 0.2])
+    q = torch.tensor([0.3, 0.1, 0.1, 0.2, 0.25, 0.05])
+    drafts = torch.multinomial(q, n, replacement=True, generator=g)
+    u = lambda: torch.rand(n, 1, generator=g, dtype=torch.float64)
+    out = verify_reference(p.expand(n, 1, 6).contiguous(), q.expand(n, 1, 6).contiguous(), drafts[:, None],
+                           torch.ones(n, dtype=torch.long), u(), u(), rule=PCGRule(groups=3).bind(PAIRS), coupling=True)
+    return out.tokens[:, 0], p
+
+
+def test_pcg_is_exact_at_the_group_level_and_not_at_the_token_level():
+    tokens, p = pcg_draws(40_000)
+    group_of = kmeans_groups(PAIRS, 3)
+    group_counts = torch.bincount(group_of[tokens], minlength=3)
+    group_probs = torch.zeros(3, dtype=torch.float64).index_add_(0, group_of, p.double())
+    assert chi_square(group_counts, group_probs).p_value > 1e-3
+    assert (tokens == 3).sum() == 0  # p(3) = 0: never committed
+    assert chi_square(torch.bincount(tokens, minlength=6), p.double()).p_value < 1e-3

@@ -77,6 +77,17 @@ def test_sampled_steps_hold_the_pad_id_exactly_where_the_pattern_puts_it(musicge
     assert audio.shape[:2] == (2, 1) and bool(torch.isfinite(audio).all())
 
 
+def test_grouped_acceptance_runs_on_the_codec_codebooks(musicgen):
+    steps = 10
+    lm = MusicgenLM(musicgen, steps)
+    assert lm.layout().token_embeddings.shape == (K, V + 1, 8)
+    tokens, stats = generate(lm, PROMPTS, "mc-sjd+pcg", SamplingConfig(guidance_scale=3.0),
+                             generator=torch.Generator().manual_seed(1))
+    forced = delay_pattern(steps, K, V) >= 0
+    assert bool((tokens[:, forced] == V).all()) and bool((tokens[:, ~forced] < V).all())
+    assert not stats.exact and stats.forward_passes <= steps
+
+
 def test_too_few_steps_and_other_models_are_refused(musicgen):
     with pytest.raises(ValueError, match="max_new_tokens must be a whole number >= the 4 codebooks, got 3"):
         MusicgenLM(musicgen, 3)
