@@ -19,6 +19,14 @@ def test_lantern_lambda_form():
     assert isinstance(rule, LanternRule) and rule.lam == 5.0 and rule.delta is None
 
 
+def test_drafter_names_join_a_decoding_name():
+    config = DecodingConfig.from_name("mc-sjd+lookup+above")
+    assert (config.method, config.drafter.name) == ("mc-sjd", "lookup+above")
+    lookup = DecodingConfig.from_name("lookup")  # a drafter alone drafts for SJD
+    assert (lookup.method, lookup.drafter.name, lookup.exact) == ("sjd", "lookup", True)
+    assert not DecodingConfig.from_name("zipar+mc-sjd+above").exact
+
+
 def test_exactness_is_declared():
     assert DecodingConfig.from_name("mc-sjd").exact
     assert DecodingConfig.from_name("sjd").exact
@@ -26,9 +34,10 @@ def test_exactness_is_declared():
     assert not DecodingConfig.from_name("zipar+mc-sjd").exact
 
 
-@pytest.mark.parametrize("name", ["fast", "ar+sjd", "lantern", "gsd+lantern+sjd", "sjd+mc-sjd", "sjd+sjd", "ar+gsd", ""])
+@pytest.mark.parametrize("name", ["fast", "ar+sjd", "lantern", "gsd+lantern+sjd", "sjd+mc-sjd", "sjd+sjd", "ar+gsd", "", "ar+lookup",
+                                  "mc-sjd+lookup+lookup"])
 def test_unknown_or_contradictory_names_list_the_valid_ones(name):
-    with pytest.raises(ValueError, match=r"unknown decoding .*; choose from ar, sjd, sjd\+lantern, sjd\+gsd, mc-sjd"):
+    with pytest.raises(ValueError, match=r"unknown decoding .*; choose from ar, sjd, sjd\+lantern, sjd\+gsd, sjd\+pcg, mc-sjd"):
         DecodingConfig.from_name(name)
 
 
