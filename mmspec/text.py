@@ -35,7 +35,7 @@ UNSUPPORTED = {"num_beams": 1, "num_return_sequences": 1, "typical_p": 1.0, "min
                "eta_cutoff": 0.0, "penalty_alpha": None, "bad_words_ids": None, "suppress_tokens": None,
                "begin_suppress_tokens": None, "forced_bos_token_id": None, "forced_eos_token_id": None,
                "prompt_lookup_num_tokens": None, "guidance_scale": None, "sequence_bias": None}
-TEXT_DRAFTERS = ("random", "lookup", "previous-step")  # the drafters that need no image axes
+TEXT_DRAFTERS = ("random", "lookup", "phrase-lookup", "previous-step")  # the drafters that need no image axes
 
 
 def resolve_settings(model, generation_config: GenerationConfig | None, kwargs: dict) -> dict:
@@ -126,7 +126,8 @@ def generate_text(
         input_ids (`torch.Tensor`): long `[B, P]`, prompts padded on the left.
         attention_mask (`torch.Tensor`, *optional*): `[B, P]`, 0 at padding.
         decoding (`str` or `DecodingConfig`, defaults to "mc-sjd+lookup"): "ar", "sjd",
-            "mc-sjd", each optionally "+lookup" (n-gram drafts from the prompt and text).
+            "mc-sjd", each optionally "+lookup" (n-gram drafts from the prompt and text), or
+            "prompt-lookup" (every forward redrafts from the prompt and text).
         generation_config (`GenerationConfig`, *optional*): defaults to the model's.
         generator (`torch.Generator`, *optional*): the source of every random draw.
         streamer (*optional*): a transformers `TextStreamer` / `TextIteratorStreamer`

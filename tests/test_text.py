@@ -31,7 +31,7 @@ def stopped(sequences: torch.Tensor) -> torch.Tensor:
     return sequences.masked_fill(after, EOS)
 
 
-@pytest.mark.parametrize("decoding", ["sjd", "mc-sjd+lookup"])
+@pytest.mark.parametrize("decoding", ["sjd", "mc-sjd+lookup", "prompt-lookup"])
 def test_sampling_with_eos_top_k_and_temperature_is_lossless(decoding):
     """Every output of 3 new tokens (EOS ends it, padding after) is drawn as often as the
     model's temperature-0.8, top-4 distribution says: chi-square at a fixed seed."""
@@ -83,6 +83,39 @@ def test_generation_config_and_processors_match_generate():
     # a keyword overrides the config, as in generate
     ref = model.generate(prompt, generation_config=config, repetition_penalty=1.0)
     assert torch.equal(generate_text(model, prompt, generation_config=config, repetition_penalty=1.0), ref)
+
+
+def successor_lm(cycle: list[int], vocab_size: int = 32):
+    """A one-layer Llama whose next token depends on the current one only: the successor
+    in `cycle` (attention and MLP zeroed, one-hot embeddings, a permutation head)."""
+    config = tf.LlamaConfig(vocab_size=vocab_size, hidden_size=vocab_size, intermediate_size=8, num_hidden_layers=1,
+                            num_attention_heads=1, tie_word_embeddings=False, eos_token_id=None, bos_token_id=None)
+    model = tf.LlamaForCausalLM(config).double().eval()
+    with torch.no_grad():
+        model.model.layers[0].self_attn.o_proj.weight.zero_()
+        model.model.layers[0].mlp.down_proj.weight.zero_()
+        model.model.embed_tokens.weight.copy_(torch.eye(vocab_size))
+        head = torch.zeros(vocab_size, vocab_size, dtype=torch.float64)
+        for current, following in zip(cycle, cycle[1:] + cycle[:1]):
+            head[following, current] = 10.0
+        model.lm_head.weight.copy_(head)
+    return model
+
+
+def test_prompt_lookup_commits_a_repeated_phrase_in_few_forwards():
+    """Text that repeats its prompt: prompt-lookup drafts the whole phrase at every forward
+    and commits a window at a time; Jacobi drafts (the last forward's predictions, made
+    after the rejected token) need several forwards to catch up."""
+    cycle = [5, 9, 7, 3, 11, 13]
+    model = successor_lm(cycle)
+    prompt = torch.tensor([[1] + cycle * 2])
+    ref = model.generate(prompt, max_new_tokens=32, do_sample=False)
+    forwards = {}
+    for decoding in ("prompt-lookup", "mc-sjd"):
+        out, stats = generate_text(model, prompt, decoding=decoding, max_new_tokens=32, do_sample=False, return_stats=True)
+        assert torch.equal(out, ref)
+        forwards[decoding] = stats.forward_passes
+    assert forwards["prompt-lookup"] <= 3 < forwards["mc-sjd"]
 
 
 def test_custom_generate_folder_runs_mmspec_inside_model_generate():

@@ -51,6 +51,10 @@ class DecodingConfig:
             committed tokens; `None` decodes in raster order.
         schedule (*optional*): a schedule object (`Frames(rows=2)`, `ZipAR(4, axis=...)`)
             instead of `zipar_window`.
+        redraft (`bool`, defaults to False): every forward drafts all slots afresh with the
+            drafter, unfilled (a window ends at its first slot without a proposal),
+            instead of carrying the last forward's predictions: prompt-lookup decoding
+            ("prompt-lookup": SJD, "phrase-lookup" drafts), for text that repeats its prompt.
 
     Example:
         >>> DecodingConfig.from_name("zipar+mc-sjd+gsd", window=8).name
@@ -63,6 +67,7 @@ class DecodingConfig:
     init: object = "random"
     zipar_window: int | None = None
     schedule: Raster | ZipAR | Frames | None = None
+    redraft: bool = False
 
     def __post_init__(self):
         if self.method not in DRAFTING:
@@ -71,6 +76,8 @@ class DecodingConfig:
             raise ValueError(f"{self.rule.name} is an acceptance rule for Jacobi drafts; use it with sjd or mc-sjd")
         if self.method != "ar":
             check_count("window", self.window)
+        if self.redraft and self.method == "ar":
+            raise ValueError("redraft drafts for Jacobi windows; use it with sjd or mc-sjd")
         self.drafter  # a clear error for an unknown name
         if self.zipar_window is not None:
             if self.schedule is not None:
@@ -80,7 +87,7 @@ class DecodingConfig:
     @property
     def drafter(self):
         """The first-draft drafter object (`init` by name, or as given)."""
-        return drafter_from_name(self.init) if isinstance(self.init, str) else self.init
+        return drafter_from_name(self.init, fill=not self.redraft) if isinstance(self.init, str) else self.init
 
     @property
     def scheduler(self) -> Raster | ZipAR | Frames:
@@ -91,6 +98,8 @@ class DecodingConfig:
 
     @property
     def name(self) -> str:
+        if self.redraft and self.rule.exact and isinstance(self.scheduler, Raster):
+            return "prompt-lookup"
         schedule = self.scheduler.name
         parts = [] if schedule == "raster" else [schedule]
         if not (parts and self.method == "ar"):
@@ -148,7 +157,10 @@ class DecodingConfig:
         `lantern_lambda` selects LANTERN++'s ratio form instead of `lantern_delta`.
 
         Drafter names may join in and replace `init`: "mc-sjd+lookup" is MC-SJD with
-        lookup drafts; a drafter alone ("lookup") means SJD with it."""
+        lookup drafts; a drafter alone ("lookup") means SJD with it. "prompt-lookup" is
+        prompt-lookup decoding: SJD redrafting every slot with "phrase-lookup"."""
+        if isinstance(name, str) and name.lower() == "prompt-lookup":
+            return cls(method="sjd", window=window, init="phrase-lookup", redraft=True)
         given = name.lower().split("+") if isinstance(name, str) else []
         drafters = [p for p in given if p in DRAFTER_NAMES]
         parts = [p for p in given if p not in DRAFTER_NAMES]
@@ -160,7 +172,7 @@ class DecodingConfig:
         if canonical not in DECODINGS or len(set(given)) != len(given) or (drafters and "ar" in parts):
             raise ValueError(
                 f"unknown decoding {name!r}; choose from {', '.join(DECODINGS)}, optionally with drafters "
-                f"({', '.join(DRAFTER_NAMES)}) joined by '+'"
+                f"({', '.join(DRAFTER_NAMES)}) joined by '+', or prompt-lookup"
             )
         method = next((p for p in parts if p in DRAFTING), "ar")
         rule = ExactRule()

@@ -11,9 +11,10 @@ one-hot and SJD and MC-SJD stay exact whatever the drafter.
 - `Random()`: uniform over the tokens the layout allows (the SJD paper's default);
 - `Copy(axis)`: the token one step back along an axis: "col" (left), "row" (above),
   "frame" (the previous frame), "step" (the previous step of the same codebook);
-- `Lookup(max_ngram, min_ngram)`: prompt-lookup decoding: the token that followed the
-  latest earlier occurrence of the n tokens before the position, in the prompt or the
-  history, longest n first.
+- `Lookup(max_ngram, min_ngram, first, substitutions)`: prompt-lookup drafts: the token
+  that followed an earlier occurrence of the n tokens before the position, in the prompt
+  or the history, longest n first ("lookup": the latest occurrence; "phrase-lookup": the
+  first, across one substituted word).
 """
 
 from __future__ import annotations
@@ -64,35 +65,61 @@ class Copy:
 
 @dataclass(frozen=True)
 class Lookup:
+    """Prompt-lookup drafts: the token that followed an earlier occurrence of the n tokens
+    before the position (in the prompt or the history), longest n first.
+
+    Args:
+        max_ngram, min_ngram: the n-gram sizes tried, longest first.
+        first (`bool`): take the first occurrence (transformers' prompt lookup; text that
+            follows an example) instead of the latest (the token's own recent context).
+        substitutions (`bool`): when no n-gram matches, match the n tokens before the last
+            one and take the token two after them, as if the last token were a word
+            substituted in a repeated phrase ("on a black background" seen, "on a blue"
+            written: draft "background").
+    """
+
     max_ngram: int = 3
     min_ngram: int = 1
-
-    name = "lookup"
+    first: bool = False
+    substitutions: bool = False
 
     def __post_init__(self):
         if not 1 <= self.min_ngram <= self.max_ngram:
             raise ValueError(f"lookup n-gram sizes must satisfy 1 <= min_ngram <= max_ngram, got {self.min_ngram}, {self.max_ngram}")
 
+    @property
+    def name(self) -> str:
+        return "phrase-lookup" if (self.first and self.substitutions) else "lookup"
+
     def propose(self, ctx: DraftContext, pos: torch.Tensor, u: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
         hay = ctx.history if ctx.prompt is None else torch.cat([ctx.prompt.to(ctx.history), ctx.history], 1)  # [B, H, K]
-        B, H, K = hay.shape
-        here = pos + (H - ctx.history.shape[1])  # index of the position in `hay`
-        out = torch.full((B, K), -1, dtype=torch.long, device=hay.device)
-        for n in range(self.max_ngram, self.min_ngram - 1, -1):
-            if H <= n:
-                continue
-            starts = here - n  # the n-gram before the position
-            idx = (starts[:, None] + torch.arange(n, device=hay.device)).clamp(min=0)
-            gram = hay.gather(1, idx[..., None].expand(B, n, K))  # [B, n, K]
-            known = (starts >= 0) & (gram >= 0).all(-1).all(-1)
-            windows = hay.unfold(1, n, 1).transpose(-1, -2)[:, : H - n]  # [B, H - n, n, K]: each followed by a token
-            follow = hay[:, n:]  # [B, H - n, K]
-            j = torch.arange(H - n, device=hay.device)
-            match = (windows == gram[:, None]).all(-1).all(-1) & (follow >= 0).all(-1) & (j[None] + n < here[:, None])
-            last = torch.where(match, j, -1).amax(1)  # the latest occurrence
-            found = known & (last >= 0) & (out < 0).all(-1)
-            out = torch.where(found[:, None], follow[torch.arange(B, device=hay.device), last.clamp(min=0)], out)
+        here = pos + (hay.shape[1] - ctx.history.shape[1])  # index of the position in `hay`
+        out = torch.full((hay.shape[0], hay.shape[2]), -1, dtype=torch.long, device=hay.device)
+        for skip in (0, 1) if self.substitutions else (0,):
+            for n in range(self.max_ngram, self.min_ngram - 1, -1):
+                found = self.follower(hay, here - skip, n, skip)
+                out = torch.where((out < 0).all(-1, keepdim=True) & (found >= 0).all(-1, keepdim=True), found, out)
         return out
+
+    def follower(self, hay: torch.Tensor, end: torch.Tensor, n: int, skip: int) -> torch.Tensor:
+        """`[B, K]`: the token `skip + 1` places after an occurrence of the n tokens that end
+        just before index `end [B]` of `hay [B, H, K]` (-1 = unknown), that occurrence being
+        another, earlier one; -1 where there is none."""
+        B, H, K = hay.shape
+        span = H - n - skip  # occurrences followed by a token inside hay
+        if span <= 0:
+            return torch.full((B, K), -1, dtype=torch.long, device=hay.device)
+        idx = ((end - n)[:, None] + torch.arange(n, device=hay.device)).clamp(min=0)
+        gram = hay.gather(1, idx[..., None].expand(B, n, K))  # [B, n, K]
+        known = (end - n >= 0) & (gram >= 0).all(-1).all(-1)
+        windows = hay.unfold(1, n, 1).transpose(-1, -2)[:, :span]  # [B, span, n, K]
+        follow = hay[:, n + skip : n + skip + span]  # [B, span, K]
+        j = torch.arange(span, device=hay.device)
+        match = (windows == gram[:, None]).all(-1).all(-1) & (follow >= 0).all(-1) & (j[None] + n < end[:, None])
+        at = torch.where(match, j, span).amin(1) if self.first else torch.where(match, j, -1).amax(1)
+        found = known & (at >= 0) & (at < span)
+        picked = follow[torch.arange(B, device=hay.device), at.clamp(0, span - 1)]
+        return torch.where(found[:, None], picked, -1)
 
 
 @dataclass(frozen=True)
@@ -123,16 +150,17 @@ def keep_allowed(tokens: torch.Tensor, allowed: torch.Tensor | None) -> torch.Te
 
 
 DRAFTER_NAMES = {"random": Random(), "left": Copy("col"), "above": Copy("row"), "previous-frame": Copy("frame"),
-                 "previous-step": Copy("step"), "lookup": Lookup()}
+                 "previous-step": Copy("step"), "lookup": Lookup(), "phrase-lookup": Lookup(first=True, substitutions=True)}
 
 
-def drafter_from_name(name: str):
-    """"random", "left", "above", "previous-frame", "previous-step", "lookup", or several
-    joined by "+" ("lookup+above"): the first that proposes wins, random fills the rest."""
+def drafter_from_name(name: str, fill: bool = True):
+    """"random", "left", "above", "previous-frame", "previous-step", "lookup",
+    "phrase-lookup", or several joined by "+" ("lookup+above"): the first that proposes
+    wins; random fills the rest unless `fill` is False (then a slot may get no draft)."""
     parts = name.split("+") if isinstance(name, str) else []
     if not parts or any(p not in DRAFTER_NAMES for p in parts):
         raise ValueError(f"unknown draft init {name!r}; choose from {', '.join(DRAFTER_NAMES)} or several joined by '+'")
-    drafters = tuple(DRAFTER_NAMES[p] for p in parts if p != "random") + (Random(),)
+    drafters = tuple(DRAFTER_NAMES[p] for p in parts if p != "random") + ((Random(),) if fill or "random" in parts else ())
     return drafters[0] if len(drafters) == 1 else FirstOf(drafters)
 
 

@@ -159,6 +159,7 @@ class JacobiLoop:
         B, R, S, T, n = self.B, self.R, self.S, self.T, self.n
         slot_pos = n[..., None] + self.slot[: self.L]
         fed = live[..., None] & (slot_pos < (self.ends - 1)[None, :, None])  # [B, R, L]
+        fed &= (self.drafts >= 0).all(-1).long().cumprod(-1).bool()  # up to the first slot without a draft (redraft)
         pending = (n == self.ends) & (self.ends < T) & ~self.kv_done.gather(1, (self.ends - 1).expand(B, R))
         pending &= ~self.stopping.finished[:, None]
         if R > 1:  # a new segment whose predecessor is that last step feeds it itself
@@ -263,6 +264,8 @@ class JacobiLoop:
         src = self.slot[:L] + committed[..., None]  # new slot i takes old slot i + c
         self.q_carried = src < num_slots[..., None]
         src = src.clamp(max=S - 1)
+        if self.config.redraft:  # the drafter proposes every slot afresh at the next forward
+            self.q_carried.zero_()
         self.drafts = torch.where(self.q_carried[..., None], verified.tokens.gather(2, src[..., None].expand(-1, -1, -1, K)), -1)
         b, r = verified.b, verified.r
         self.q_dense = verified.target_probs.gather(1, src[b, r][..., None, None].expand(-1, -1, K, V))

@@ -35,6 +35,18 @@ def test_lookup_searches_the_prompt_and_says_when_it_finds_nothing():
     assert out.tolist() == [[9], [-1]]
 
 
+def test_phrase_lookup_takes_the_first_match_and_skips_a_substituted_word():
+    #                       0  1  2  3  4  5  6  7  8
+    history = torch.tensor([[5, 6, 7, 5, 6, 8, 5, 6, -1, -1]])
+    phrase = drafter_from_name("phrase-lookup", fill=False)
+    assert phrase == Lookup(first=True, substitutions=True) and phrase.name == "phrase-lookup"
+    assert phrase.propose(context(history), torch.tensor([8]), torch.zeros(1, 1), None).tolist() == [[7]]  # first "5 6"
+    # "1 2 3 4" seen; "1 2 9" written: no n-gram ends in 9, so "1 2" is matched and the token after 3 drafted
+    history = torch.tensor([[1, 2, 3, 4, 1, 2, 9, -1]])
+    assert phrase.propose(context(history), torch.tensor([7]), torch.zeros(1, 1), None).tolist() == [[4]]
+    assert Lookup().propose(context(history), torch.tensor([7]), torch.zeros(1, 1), None).tolist() == [[-1]]
+
+
 def test_first_of_takes_the_first_proposal_and_random_fills_the_rest():
     history = torch.tensor([[2, 3, 2, -1]])
     layout = TokenLayout.grid((2, 2), 10)

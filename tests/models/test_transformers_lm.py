@@ -13,7 +13,7 @@ V = 96
 TEXT = dict(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             intermediate_size=64)
 IMAGE, VISION_START, VISION_END, VIDEO = V - 1, V - 2, V - 3, V - 4
-DECODINGS = ["ar", "sjd", "mc-sjd", "mc-sjd+lookup"]
+DECODINGS = ["ar", "sjd", "mc-sjd", "mc-sjd+lookup", "prompt-lookup"]
 
 
 def tiny_text_model(family: str):
