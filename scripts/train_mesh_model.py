@@ -12,9 +12,8 @@ is rerun:
 2. `classifier`: the point-cloud judge of `mmspec.metrics.mesh_classifier`, on surface
    samples of the same dataset.
 
-Then `export` writes the OPT as a MeshXL-format folder (`config.json`, `model.safetensors`,
-`generation_config.json`) with `mesh_index.json` (class names, class-token offset) and
-`classifier/` beside it.
+Then `export` writes a saved `MeshPipeline`: the OPT as a MeshXL-format folder (`model/`:
+`config.json`, `model.safetensors`), `classifier/` and `model_index.json`.
 
     PYTHONPATH=. python scripts/train_mesh_model.py            # or rerun to resume
 """
@@ -33,8 +32,8 @@ from transformers import OPTForCausalLM
 
 from mmspec.datasets.meshes import CLASS_NAMES, NUM_CLASSES, SPLIT_SEEDS, sample_mesh
 from mmspec.metrics.mesh_classifier import MeshClassifier, MeshClassifierConfig, sample_points
-from mmspec.models.mesh_opt import mesh_opt_config, save_mesh_model
-from mmspec.tokenizers.mesh import BOS, PAD, VOCAB_SIZE, mesh_to_tokens
+from mmspec.models.mesh_opt import mesh_opt_config
+from mmspec.tokenizers.mesh import PAD, VOCAB_SIZE, mesh_to_tokens
 from scripts.train_default_model import Stage
 
 MESH_ASSETS = Path(__file__).resolve().parents[1] / "mmspec" / "assets" / "mesh"
@@ -106,6 +105,15 @@ def train_classifier(work: Path, seed: int, config: MeshClassifierConfig) -> Mes
     return clf.eval()
 
 
+def export(assets: Path, model: OPTForCausalLM, clf: MeshClassifier, training: dict) -> None:
+    """Saves a `MeshPipeline`: the OPT as a MeshXL-format folder (`model/`), the classifier
+    (`classifier/`) and `model_index.json` (class names, class-token offset, provenance)."""
+    from mmspec.pipelines.mesh import MeshPipeline
+
+    pipe = MeshPipeline(model, classifier=clf, class_names=list(CLASS_NAMES), metadata={"training": training})
+    pipe.save_pretrained(assets)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", default="outputs/train_mesh", help="checkpoints (default outputs/train_mesh)")
@@ -125,7 +133,7 @@ def main() -> None:
     clf = train_classifier(work, args.seed, clf_config)
     training = {"script": "scripts/train_mesh_model.py", "seed": args.seed, "opt_steps": args.opt_steps,
                 "dataset": "mmspec.datasets.meshes"}
-    save_mesh_model(Path(args.assets), model, list(CLASS_NAMES), classifier=clf, training=training)
+    export(Path(args.assets), model, clf, training)
     print(f"exported to {args.assets} after {time.perf_counter() - started:.0f} s in this run")
 
 
