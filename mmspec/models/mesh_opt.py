@@ -18,6 +18,7 @@ from transformers import OPTConfig
 
 from mmspec.core.layout import TokenLayout
 from mmspec.decoding.drafts import Copy, FirstOf, Lookup, Random
+from mmspec.models.transformers_lm import TransformersLM
 from mmspec.tokenizers.mesh import BOS, EOS, LEVELS, PAD, TOKENS_PER_FACE, VOCAB_SIZE
 
 MAX_POSITIONS = 512  # prompt + 48 faces x 9 + <eos> = 435 tokens at most in training
@@ -62,8 +63,6 @@ class MeshXLModel:
     adapter's sessions, with the mesh layout."""
 
     def __init__(self, model, max_faces: int, constrain: bool = True):
-        from mmspec.models.transformers_lm import TransformersLM
-
         self.model, self.max_faces, self.constrain = model, max_faces, constrain
         self.lm = TransformersLM(model, max_new_tokens=max_faces * TOKENS_PER_FACE + 1)
 

@@ -94,7 +94,8 @@ class MeshPipeline(DiffusionPipeline):
         class_names (`list[str]`, *optional*): one per class token after the 131 MeshXL ids.
         class_token_offset (`int`, defaults to 131): id of class 0's token.
         default_sampling (`dict`, *optional*): temperature, top_k, top_p when a call gives none.
-        max_faces (`int`, defaults to 48): faces a call generates at most.
+        max_faces (`int`, *optional*): faces a call generates at most (default 48, or
+            what the model's position table holds).
         metadata (`dict`, *optional*): other `model_index.json` entries (training provenance).
     """
 
@@ -103,7 +104,7 @@ class MeshPipeline(DiffusionPipeline):
 
     def __init__(self, model, classifier: MeshClassifier | None = None, class_names: list[str] | None = None,
                  class_token_offset: int = VOCAB_SIZE, default_sampling: dict | None = None,
-                 max_faces: int = DEFAULT_MAX_FACES, metadata: dict | None = None):
+                 max_faces: int | None = None, metadata: dict | None = None):
         super().__init__()
         self.register_modules(model=model, classifier=classifier)
         vocab = model.get_output_embeddings().weight.shape[0]
@@ -118,7 +119,7 @@ class MeshPipeline(DiffusionPipeline):
         self.class_token_offset = class_token_offset
         self._saved_sampling = dict(default_sampling or {})
         self.default_sampling = resolve_sampling({"guidance_scale": 1.0}, self._saved_sampling)
-        self.max_faces = check_max_faces(max_faces, model)
+        self.max_faces = check_max_faces(min(DEFAULT_MAX_FACES, face_limit(model)) if max_faces is None else max_faces, model)
         self.metadata = dict(metadata or {})
 
     @property
@@ -149,7 +150,7 @@ class MeshPipeline(DiffusionPipeline):
             classifier = MeshClassifier.from_checkpoint(root / "classifier" / "model.safetensors", config)
         metadata = {k: v for k, v in index.items() if k not in INDEX_KEYS}
         return cls(model.eval(), classifier, index.get("class_names"), index.get("class_token_offset", VOCAB_SIZE),
-                   index.get("default_sampling"), index.get("max_faces", DEFAULT_MAX_FACES), metadata)
+                   index.get("default_sampling"), index.get("max_faces"), metadata)
 
     def save_pretrained(self, save_directory: str | Path, **kwargs) -> None:
         """Writes `model/` (MeshXL format), `classifier/` and `model_index.json`."""
@@ -270,9 +271,13 @@ def detokenize(tokens: torch.Tensor) -> tuple[trimesh.Trimesh, str | None]:
     return mesh, (str(caught[0].message) if caught else None)
 
 
+def face_limit(model) -> int:
+    """Faces that fit the model's position table after a prompt of 2 and before `<eos>`."""
+    return (model.config.max_position_embeddings - 3) // TOKENS_PER_FACE
+
+
 def check_max_faces(max_faces: Any, model) -> int:
-    """`max_faces` checked against the model's position table (prompt of 2 included)."""
-    limit = (model.config.max_position_embeddings - 3) // TOKENS_PER_FACE
+    limit = face_limit(model)
     if isinstance(max_faces, bool) or not isinstance(max_faces, int) or not 1 <= max_faces <= limit:
         raise ValueError(f"max_faces must be an integer from 1 to {limit} (the model's {model.config.max_position_embeddings} positions), got {max_faces!r}")
     return max_faces
