@@ -18,10 +18,9 @@ def meshxl_dir(tmp_path_factory):
     """A tiny random OPT saved as a MeshXL checkpoint: vocabulary 131, unconditional."""
     torch.manual_seed(0)
     config = OPTConfig(vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=2, ffn_dim=64, num_attention_heads=2,
-                       max_position_embeddings=128, word_embed_proj_dim=32, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)
+                       max_position_embeddings=128, word_embed_proj_dim=32, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD,
+                       init_std=0.5, tie_word_embeddings=False)  # large random weights: varied tokens, no near-ties
     model = OPTForCausalLM(config)
-    with torch.no_grad():  # sharpen the random logits so that greedy ties are impossible
-        model.lm_head.weight.mul_(20)
     folder = tmp_path_factory.mktemp("meshxl")
     model.save_pretrained(folder)
     return folder
