@@ -14,7 +14,7 @@ from __future__ import annotations
 import numbers
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +58,7 @@ def mesh_decoding(decoding: str | DecodingConfig, window: int = 16) -> DecodingC
         if len(drafters) > 1 or not rest or (drafters and "ar" in rest):
             raise ValueError(f"unknown mesh decoding {decoding!r}; use ar, sjd or mc-sjd, optionally +lookup or +face-lookup")
         init = MESH_DRAFTERS[drafters[0]] if drafters else "random"
-        decoding = DecodingConfig.from_name("+".join(rest), window=window)
-        decoding = DecodingConfig(method=decoding.method, rule=decoding.rule, window=window, init=init)
+        decoding = replace(DecodingConfig.from_name("+".join(rest), window=window), init=init)
     if not decoding.exact:
         raise ValueError(f"{decoding.name} is not exact; meshes decode with ar, sjd or mc-sjd (+lookup)")
     return decoding
