@@ -41,7 +41,7 @@ def test_mesh_batch_file_names_its_items(mesh_dir, tmp_path):
 
 @pytest.mark.parametrize("extra, message", [
     (["--classes", "sphere"], "unknown mesh class 'sphere'; choose from box, cone, torus"),
-    (["--decoding", "zipar"], "zipar is not exact"),
+    (["--decoding", "zipar"], "unknown mesh decoding"),
     (["--decoding", "mc-sjd+above"], "unknown mesh decoding"),
     (["--temperature", "99"], "temperature must be at most"),
 ])

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numbers
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from diffusers import DiffusionPipeline
 from diffusers.utils import BaseOutput
 
 from mmspec.checkpoint import check_finite
-from mmspec.decoding.config import DecodingConfig
+from mmspec.decoding.config import DRAFTING, DecodingConfig
 from mmspec.decoding.generate import generate
 from mmspec.decoding.stats import DecodeStats
 from mmspec.metrics.mesh_classifier import MeshClassifier, MeshClassifierConfig
@@ -54,11 +54,11 @@ def mesh_decoding(decoding: str | DecodingConfig, window: int = 16) -> DecodingC
     if not isinstance(decoding, DecodingConfig):
         parts = decoding.lower().split("+") if isinstance(decoding, str) else []
         drafters = [p for p in parts if p in MESH_DRAFTERS]
-        rest = [p for p in parts if p not in MESH_DRAFTERS] or (["sjd"] if drafters else [])
-        if len(drafters) > 1 or not rest or (drafters and "ar" in rest):
+        named = [p for p in parts if p in DRAFTING]
+        methods = named or (["sjd"] if drafters else [])
+        if len(drafters) > 1 or len(methods) != 1 or len(drafters) + len(named) != len(parts) or (drafters and methods == ["ar"]):
             raise ValueError(f"unknown mesh decoding {decoding!r}; use ar, sjd or mc-sjd, optionally +lookup or +face-lookup")
-        init = MESH_DRAFTERS[drafters[0]] if drafters else "random"
-        decoding = replace(DecodingConfig.from_name("+".join(rest), window=window), init=init)
+        decoding = DecodingConfig(method=methods[0], window=window, init=MESH_DRAFTERS[drafters[0]] if drafters else "random")
     if not decoding.exact:
         raise ValueError(f"{decoding.name} is not exact; meshes decode with ar, sjd or mc-sjd (+lookup)")
     return decoding

@@ -3,6 +3,7 @@ import torch
 import trimesh
 from transformers import OPTConfig, OPTForCausalLM
 
+from mmspec.decoding.config import DecodingConfig
 from mmspec.mesh_io import save_mesh, save_preview
 from mmspec.models.mesh_opt import mesh_layout, mesh_opt_config
 from mmspec.pipelines import load_pipeline
@@ -84,8 +85,10 @@ def test_class_conditional_pipeline_saves_loads_and_names_classes(tmp_path):
         pipe(class_labels=0, max_faces=1000)
     with pytest.raises(ValueError, match="unknown mesh decoding"):
         pipe(class_labels=0, decoding="ar+lookup")
-    with pytest.raises(ValueError, match="not exact"):
+    with pytest.raises(ValueError, match="unknown mesh decoding"):
         pipe(class_labels=0, decoding="mc-sjd+gsd")
+    with pytest.raises(ValueError, match="zipar\\+mc-sjd is not exact"):
+        pipe(class_labels=0, decoding=DecodingConfig.from_name("zipar+mc-sjd"))
 
 
 @pytest.mark.parametrize("damage", ["config", "weights", "empty"])
