@@ -37,7 +37,7 @@ from mmspec.tokenizers.mesh import PAD, VOCAB_SIZE, mesh_to_tokens
 from scripts.train_default_model import Stage
 
 MESH_ASSETS = Path(__file__).resolve().parents[1] / "mmspec" / "assets" / "mesh"
-OPT_STEPS, OPT_BATCH, OPT_LR, POOL = 2400, 16, 1e-3, 8  # POOL batches drawn and length-sorted at a time
+OPT_STEPS, OPT_BATCH, OPT_LR, POOL = 1100, 16, 1e-3, 8  # POOL batches drawn and length-sorted at a time
 CLF_STEPS, CLF_BATCH, CLF_LR, CLF_MESHES = 600, 64, 2e-3, 4000
 
 
@@ -105,12 +105,13 @@ def train_classifier(work: Path, seed: int, config: MeshClassifierConfig) -> Mes
     return clf.eval()
 
 
-def export(assets: Path, model: OPTForCausalLM, clf: MeshClassifier, training: dict) -> None:
+def export(assets: Path, model: OPTForCausalLM, clf: MeshClassifier, training: dict, temperature: float) -> None:
     """Saves a `MeshPipeline`: the OPT as a MeshXL-format folder (`model/`), the classifier
     (`classifier/`) and `model_index.json` (class names, class-token offset, provenance)."""
     from mmspec.pipelines.mesh import MeshPipeline
 
-    pipe = MeshPipeline(model, classifier=clf, class_names=list(CLASS_NAMES), metadata={"training": training})
+    pipe = MeshPipeline(model, classifier=clf, class_names=list(CLASS_NAMES), default_sampling={"temperature": temperature},
+                        metadata={"training": training})
     pipe.save_pretrained(assets)
 
 
@@ -121,6 +122,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--opt-steps", type=int, default=OPT_STEPS, help=f"OPT training steps (default {OPT_STEPS})")
+    parser.add_argument("--temperature", type=float, default=0.5, help="default sampling temperature saved with the model (default 0.5)")
     args = parser.parse_args()
     if args.opt_steps < 1:
         parser.error(f"--opt-steps must be >= 1, got {args.opt_steps}")
@@ -133,7 +135,7 @@ def main() -> None:
     clf = train_classifier(work, args.seed, clf_config)
     training = {"script": "scripts/train_mesh_model.py", "seed": args.seed, "opt_steps": args.opt_steps,
                 "dataset": "mmspec.datasets.meshes"}
-    export(Path(args.assets), model, clf, training)
+    export(Path(args.assets), model, clf, training, args.temperature)
     print(f"exported to {args.assets} after {time.perf_counter() - started:.0f} s in this run")
 
 
