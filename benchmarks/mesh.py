@@ -1,10 +1,10 @@
 """Mesh decoding on the shipped mesh model: forwards, wall time, validity and class accuracy.
 
-    PYTHONPATH=. python benchmarks/mesh.py                   # 5 meshes per class, ~10 min on 1 CPU thread
+    PYTHONPATH=. python benchmarks/mesh.py                   # 5 meshes per class, ~15 min on 1 CPU thread
     PYTHONPATH=. python benchmarks/mesh.py --per-class 1     # a quick look
 
 Each method decodes the same (class, seed) list, one mesh per call (batch 1), with torch on
-one CPU thread and the shipped sampling (temperature 1). Reports per method: forward passes
+one CPU thread and the shipped sampling (temperature 0.5). Reports per method: forward passes
 per mesh, how many times fewer than AR, wall time and its ratio to AR, the share of valid
 meshes (watertight, no zero-area face), class accuracy (shipped point-cloud classifier)
 and faces per mesh. Writes `benchmarks/results/mesh.{md,json,png}` and preview grids of

@@ -39,7 +39,7 @@ class MeshClassifierConfig(JSONConfig):
 def sample_points(mesh: trimesh.Trimesh, n: int, generator: torch.Generator) -> torch.Tensor:
     """`[n, 3]` points uniform on the surface of `mesh` (faces by area), rescaled so the
     bounding box is centred and its longest side is 2. Every draw comes from `generator`."""
-    triangles = torch.as_tensor(np.asarray(mesh.triangles), dtype=torch.float32)  # [F, 3, 3]
+    triangles = torch.tensor(np.asarray(mesh.triangles), dtype=torch.float32)  # [F, 3, 3], a copy
     if len(triangles) == 0:
         return torch.zeros(n, 3)
     area = torch.linalg.cross(triangles[:, 1] - triangles[:, 0], triangles[:, 2] - triangles[:, 0]).norm(dim=-1)
