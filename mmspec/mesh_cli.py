@@ -23,7 +23,7 @@ FORMATS = ("glb", "obj", "ply")
 
 
 def add_parser(sub, add_pipeline, positive_int, seed_number) -> None:
-    from mmspec.pipelines.mesh import MESH_ASSETS
+    from mmspec.assets import MESH_ASSETS
 
     m = sub.add_parser("mesh", help="generate meshes (.glb/.obj/.ply + PNG previews) per class, or a resumable batch from a file")
     add_pipeline(m)

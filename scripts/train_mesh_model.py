@@ -30,13 +30,13 @@ import torch
 import torch.nn.functional as F
 from transformers import OPTForCausalLM
 
+from mmspec.assets import MESH_ASSETS
 from mmspec.datasets.meshes import CLASS_NAMES, NUM_CLASSES, SPLIT_SEEDS, sample_mesh
 from mmspec.metrics.mesh_classifier import MeshClassifier, MeshClassifierConfig, sample_points
 from mmspec.models.mesh_opt import mesh_opt_config
 from mmspec.tokenizers.mesh import PAD, VOCAB_SIZE, mesh_to_tokens
 from scripts.train_default_model import Stage
 
-MESH_ASSETS = Path(__file__).resolve().parents[1] / "mmspec" / "assets" / "mesh"
 OPT_STEPS, OPT_BATCH, OPT_LR, POOL = 1100, 16, 1e-3, 8  # POOL batches drawn and length-sorted at a time
 CLF_STEPS, CLF_BATCH, CLF_LR, CLF_MESHES = 600, 64, 2e-3, 4000
 

@@ -23,6 +23,7 @@ import trimesh
 from diffusers import DiffusionPipeline
 from diffusers.utils import BaseOutput
 
+from mmspec.assets import MESH_ASSETS
 from mmspec.checkpoint import check_finite
 from mmspec.decoding.config import DRAFTING, DecodingConfig
 from mmspec.decoding.generate import generate
@@ -40,7 +41,6 @@ from mmspec.pipelines.pipeline_utils import (
 )
 from mmspec.tokenizers.mesh import EOS, PAD, TOKENS_PER_FACE, VOCAB_SIZE, tokens_to_mesh
 
-MESH_ASSETS = Path(__file__).resolve().parents[1] / "assets" / "mesh"
 DEFAULT_MAX_FACES = 48
 # first-draft names a mesh decoding may end in: "mc-sjd+lookup", "sjd+face-lookup"
 MESH_DRAFTERS = {"lookup": "lookup", "face-lookup": FACE_LOOKUP}
