@@ -27,6 +27,7 @@ from mmspec.models.llamagen import LlamaGenGPT
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ
 
 DEFAULT_ASSETS = Path(__file__).resolve().parent / "default"
+MESH_ASSETS = Path(__file__).resolve().parent / "mesh"  # the shipped mesh model (`mmspec.pipelines.mesh`)
 
 
 @dataclass

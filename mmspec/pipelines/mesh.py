@@ -1,0 +1,282 @@
+"""MeshPipeline: MeshXL-format mesh generators (OPT over 131 ids), decoded by any exact
+mmspec method, to `trimesh.Trimesh` meshes.
+
+Example:
+    >>> from mmspec.pipelines.mesh import MESH_ASSETS, MeshPipeline
+    >>> pipe = MeshPipeline.from_pretrained(MESH_ASSETS)  # doctest: +SKIP
+    >>> out = pipe(class_labels=["torus", "cone"], decoding="mc-sjd+lookup",  # doctest: +SKIP
+    ...            generator=torch.Generator().manual_seed(0))
+    >>> out.meshes[0].export("torus.glb"), out.stats[0].forward_passes  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import trimesh
+from diffusers import DiffusionPipeline
+from diffusers.utils import BaseOutput
+
+from mmspec.assets import MESH_ASSETS
+from mmspec.checkpoint import check_finite
+from mmspec.decoding.config import DRAFTING, DecodingConfig
+from mmspec.decoding.generate import generate
+from mmspec.decoding.stats import DecodeStats
+from mmspec.metrics.mesh_classifier import MeshClassifier, MeshClassifierConfig
+from mmspec.models.mesh_opt import FACE_LOOKUP, MeshXLModel, mesh_prompts
+from mmspec.pipelines.pipeline_utils import (
+    load_transformers,
+    pop_dtype,
+    read_index,
+    read_json,
+    resolve_sampling,
+    sampling_config,
+    write_json,
+)
+from mmspec.tokenizers.mesh import EOS, PAD, TOKENS_PER_FACE, VOCAB_SIZE, tokens_to_mesh
+
+DEFAULT_MAX_FACES = 48
+# first-draft names a mesh decoding may end in: "mc-sjd+lookup", "sjd+face-lookup"
+MESH_DRAFTERS = {"lookup": "lookup", "face-lookup": FACE_LOOKUP}
+INDEX_KEYS = ("_class_name", "model", "classifier", "class_names", "class_token_offset", "default_sampling", "max_faces")
+
+
+def mesh_decoding(decoding: str | DecodingConfig, window: int = 16) -> DecodingConfig:
+    """A decoding by name ("ar", "sjd", "mc-sjd", each optionally "+lookup" or
+    "+face-lookup"; "lookup" alone is SJD with lookup drafts) or as a config; the mesh
+    path is exact, so relaxed rules and ZipAR are refused."""
+    if not isinstance(decoding, DecodingConfig):
+        parts = decoding.lower().split("+") if isinstance(decoding, str) else []
+        drafters = [p for p in parts if p in MESH_DRAFTERS]
+        named = [p for p in parts if p in DRAFTING]
+        methods = named or (["sjd"] if drafters else [])
+        if len(drafters) > 1 or len(methods) != 1 or len(drafters) + len(named) != len(parts) or (drafters and methods == ["ar"]):
+            raise ValueError(f"unknown mesh decoding {decoding!r}; use ar, sjd or mc-sjd, optionally +lookup or +face-lookup")
+        decoding = DecodingConfig(method=methods[0], window=window, init=MESH_DRAFTERS[drafters[0]] if drafters else "random")
+    if not decoding.exact:
+        raise ValueError(f"{decoding.name} is not exact; meshes decode with ar, sjd or mc-sjd (+lookup)")
+    return decoding
+
+
+@dataclass
+class MeshPipelineOutput(BaseOutput):
+    """Attributes:
+    meshes (`list[trimesh.Trimesh]`): one per request, duplicate vertices merged and
+        degenerate faces dropped.
+    tokens (`torch.Tensor`): long `[B, T]`, the generated MeshXL ids (`<pad>` after `<eos>`).
+    stats (`list[DecodeStats]`): one per mesh (forwards, method).
+    problems (`list[str | None]`): why a sequence was malformed (a face cut off by the
+        length limit, say), or None.
+    """
+
+    meshes: list[trimesh.Trimesh]
+    tokens: torch.Tensor
+    stats: list[DecodeStats]
+    problems: list[str | None]
+
+
+class MeshPipeline(DiffusionPipeline):
+    """An OPT over MeshXL sequences (`model`), its class names when class-conditional, and
+    optionally the point-cloud classifier that judges the shipped model's meshes.
+
+    Saved as `model/` (a MeshXL-format transformers folder), `classifier/` and
+    `model_index.json`; `from_pretrained` also takes a bare MeshXL-format folder (an OPT
+    `config.json` and weights with a vocabulary of 131, unconditional).
+
+    Args:
+        class_names (`list[str]`, *optional*): one per class token after the 131 MeshXL ids.
+        class_token_offset (`int`, defaults to 131): id of class 0's token.
+        default_sampling (`dict`, *optional*): temperature, top_k, top_p when a call gives none.
+        max_faces (`int`, *optional*): faces a call generates at most (default 48, or
+            what the model's position table holds).
+        metadata (`dict`, *optional*): other `model_index.json` entries (training provenance).
+    """
+
+    model_cpu_offload_seq = "model"
+    _optional_components = ["classifier"]
+
+    def __init__(self, model, classifier: MeshClassifier | None = None, class_names: list[str] | None = None,
+                 class_token_offset: int = VOCAB_SIZE, default_sampling: dict | None = None,
+                 max_faces: int | None = None, metadata: dict | None = None):
+        super().__init__()
+        self.register_modules(model=model, classifier=classifier)
+        vocab = model.get_output_embeddings().weight.shape[0]
+        if class_names is not None:
+            if not isinstance(class_names, (list, tuple)) or not all(isinstance(n, str) for n in class_names):
+                raise ValueError(f"class_names must be a list of strings, got {class_names!r}")
+            if class_token_offset + len(class_names) > vocab:
+                raise ValueError(f"{len(class_names)} class tokens from id {class_token_offset} do not fit the model's {vocab} ids")
+        elif vocab < VOCAB_SIZE:
+            raise ValueError(f"a MeshXL model has at least {VOCAB_SIZE} ids; this one has {vocab}")
+        self.class_names = None if class_names is None else list(class_names)
+        self.class_token_offset = class_token_offset
+        self._saved_sampling = dict(default_sampling or {})
+        self.default_sampling = resolve_sampling({"guidance_scale": 1.0}, self._saved_sampling)
+        self.max_faces = check_max_faces(min(DEFAULT_MAX_FACES, face_limit(model)) if max_faces is None else max_faces, model)
+        self.metadata = dict(metadata or {})
+
+    @property
+    def condition_kind(self) -> str:
+        return "class" if self.class_names is not None else "none"
+
+    # --- loading and saving --------------------------------------------------------------
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: str | Path, **kwargs) -> "MeshPipeline":
+        """Loads a saved pipeline (the shipped model: `MESH_ASSETS`) or a bare MeshXL-format
+        folder, cast to `torch_dtype` (or `dtype`) when given."""
+        from transformers import OPTForCausalLM
+
+        dtype = pop_dtype(cls, kwargs)
+        root = Path(pretrained_model_name_or_path)
+        if not root.is_dir():
+            raise ValueError(f"{root} is not a directory holding a mesh model")
+        index = read_index(root, cls)[1] if (root / "model_index.json").exists() else {}
+        folder = root / "model" if index else root
+        read_json(folder / "config.json", "MeshXL model (OPT config.json)")
+        model = load_transformers(OPTForCausalLM.from_pretrained, folder, attn_implementation="sdpa",
+                                  **({} if dtype is None else {"dtype": dtype}))
+        check_finite(model.named_parameters(), str(folder))
+        classifier = None
+        if (root / "classifier").is_dir():
+            config = MeshClassifierConfig.from_dict(read_json(root / "classifier" / "config.json", "mesh classifier"))
+            classifier = MeshClassifier.from_checkpoint(root / "classifier" / "model.safetensors", config)
+        metadata = {k: v for k, v in index.items() if k not in INDEX_KEYS}
+        return cls(model.eval(), classifier, index.get("class_names"), index.get("class_token_offset", VOCAB_SIZE),
+                   index.get("default_sampling"), index.get("max_faces"), metadata)
+
+    def save_pretrained(self, save_directory: str | Path, **kwargs) -> None:
+        """Writes `model/` (MeshXL format), `classifier/` and `model_index.json`."""
+        from safetensors.torch import save_file
+
+        root = Path(save_directory)
+        self.model.save_pretrained(root / "model")
+        if self.classifier is not None:
+            write_json(root / "classifier" / "config.json", self.classifier.config.to_dict())
+            state = {k: v.detach().contiguous().cpu() for k, v in self.classifier.state_dict().items()}
+            save_file(state, str(root / "classifier" / "model.safetensors"))
+        write_json(root / "model_index.json", {
+            "_class_name": type(self).__name__,
+            "model": ["transformers", "OPTForCausalLM"],
+            **({"classifier": ["mmspec.metrics.mesh_classifier", "MeshClassifier"]} if self.classifier is not None else {}),
+            "class_names": self.class_names,
+            "class_token_offset": self.class_token_offset,
+            "default_sampling": self._saved_sampling,
+            "max_faces": self.max_faces,
+            **self.metadata,
+        })
+
+    # --- the call ----------------------------------------------------------------------
+
+    def class_labels_of(self, class_labels) -> list[int] | None:
+        """Labels from an int, a class name, or a list of them; one-line errors otherwise."""
+        if self.class_names is None:
+            if class_labels is not None:
+                raise ValueError("this mesh model is unconditional: pass num_meshes, not class_labels")
+            return None
+        if class_labels is None:
+            raise ValueError(f"this mesh model is class-conditional: pass class_labels from {', '.join(self.class_names)}")
+        values = list(class_labels) if isinstance(class_labels, (list, tuple)) else [class_labels]
+        if not values:
+            raise ValueError("class_labels is empty")
+        labels = []
+        for v in values:
+            if isinstance(v, str):
+                if v not in self.class_names:
+                    raise ValueError(f"unknown mesh class {v!r}; choose from {', '.join(self.class_names)}")
+                labels.append(self.class_names.index(v))
+            elif isinstance(v, numbers.Integral) and not isinstance(v, bool) and 0 <= v < len(self.class_names):
+                labels.append(int(v))
+            else:
+                raise ValueError(f"class label {v!r} is neither a class name nor an index in [0, {len(self.class_names)})")
+        return labels
+
+    @torch.no_grad()
+    def __call__(
+        self,
+        class_labels: int | str | list | None = None,
+        num_meshes: int = 1,
+        decoding: str | DecodingConfig = "mc-sjd+lookup",
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        max_faces: int | None = None,
+        window: int = 16,
+        constrain: bool = True,
+        generator: torch.Generator | None = None,
+        return_dict: bool = True,
+        callback_on_step_end: Callable | None = None,
+    ):
+        """Generates meshes.
+
+        Args:
+            class_labels (*optional*): class names or indices (class-conditional models).
+            num_meshes (`int`, defaults to 1): meshes per label (per call when unconditional).
+            decoding (`str` or `DecodingConfig`, defaults to "mc-sjd+lookup"): "ar", "sjd",
+                "mc-sjd", each optionally "+lookup" or "+face-lookup" (see `mesh_decoding`).
+            temperature, top_k, top_p (*optional*): sampling; default to the saved defaults.
+            max_faces (`int`, *optional*): faces per mesh at most (default: the pipeline's).
+            window (`int`, defaults to 16): Jacobi draft window.
+            constrain (`bool`, defaults to True): allow only coordinates, and `<eos>` at face
+                starts (see `mmspec.models.mesh_opt`); False samples the model unmasked.
+            generator (`torch.Generator`, *optional*): the source of every random draw.
+            return_dict (`bool`, defaults to True): a `MeshPipelineOutput`, else
+                `(meshes, stats)`.
+            callback_on_step_end (`Callable`, *optional*): `fn(pipe, step, tokens_committed, {})`
+                after every forward.
+        """
+        # 1. check inputs
+        sampling = sampling_config(self.default_sampling, temperature=temperature, top_k=top_k, top_p=top_p)
+        labels = self.class_labels_of(class_labels)
+        if isinstance(num_meshes, bool) or not isinstance(num_meshes, int) or num_meshes < 1:
+            raise ValueError(f"num_meshes must be an integer >= 1, got {num_meshes!r}")
+        faces = self.max_faces if max_faces is None else check_max_faces(max_faces, self.model)
+        config = mesh_decoding(decoding, window)
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+        # 2. the prompts
+        labels = None if labels is None else [label for label in labels for _ in range(num_meshes)]
+        batch = num_meshes if labels is None else len(labels)
+        condition = {k: v.to(self.device) for k, v in mesh_prompts(labels, batch, self.class_token_offset).items()}
+        # 3. decode
+        token_model = MeshXLModel(self.model, faces, constrain)
+        step = {"n": 0}
+
+        def on_step(done: int, total: int) -> None:
+            if callback_on_step_end is not None:
+                callback_on_step_end(self, step["n"], done, {})
+            step["n"] += 1
+
+        tokens, stats = generate(token_model, condition, config, sampling, generator, on_step,
+                                 stop_tokens=[EOS], pad_token_id=PAD)
+        # 4. detokenize
+        meshes, problems = zip(*(detokenize(row) for row in tokens.cpu()))
+        if not return_dict:
+            return list(meshes), stats.per_sample()
+        return MeshPipelineOutput(meshes=list(meshes), tokens=tokens, stats=stats.per_sample(), problems=list(problems))
+
+
+def detokenize(tokens: torch.Tensor) -> tuple[trimesh.Trimesh, str | None]:
+    """A mesh from generated ids, and the warning of a malformed sequence (or None)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mesh = tokens_to_mesh(tokens)
+    return mesh, (str(caught[0].message) if caught else None)
+
+
+def face_limit(model) -> int:
+    """Faces that fit the model's position table after a prompt of 2 and before `<eos>`."""
+    return (model.config.max_position_embeddings - 3) // TOKENS_PER_FACE
+
+
+def check_max_faces(max_faces: Any, model) -> int:
+    limit = face_limit(model)
+    if isinstance(max_faces, bool) or not isinstance(max_faces, int) or not 1 <= max_faces <= limit:
+        raise ValueError(f"max_faces must be an integer from 1 to {limit} (the model's {model.config.max_position_embeddings} positions), got {max_faces!r}")
+    return max_faces
