@@ -36,7 +36,7 @@ from mmspec.models.captioner import IMAGE_TOKENS, PROMPT, build_processor, capti
 
 ASSETS = Path(__file__).resolve().parents[1] / "mmspec" / "assets" / "captioner"
 TOKENIZER_CAPTIONS = 5000
-STEPS, BATCH, LR, WARMUP = 1600, 32, 2e-3, 100
+STEPS, BATCH, LR, WARMUP = 1200, 32, 2e-3, 80
 EVAL_IMAGES = 200
 MAX_NEW_TOKENS = 64
 
