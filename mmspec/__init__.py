@@ -3,6 +3,7 @@
 The public names load on first use (as diffusers does), so `import mmspec` stays cheap:
 
     from mmspec import generate, DecodingConfig, SamplingConfig, LlamaGenPipeline, load_pipeline
+    from mmspec import generate_text  # transformers LMs and VLMs
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ _EXPORTS = {
     "Emu3Pipeline": "mmspec.pipelines.emu3",
     "JanusPipeline": "mmspec.pipelines.janus",
     "load_pipeline": "mmspec.pipelines",
+    "generate_text": "mmspec.text",
+    "CUSTOM_GENERATE": "mmspec.text",
+    "TransformersLM": "mmspec.models.transformers_lm",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -24,11 +24,13 @@ def decode_ar(
     on_step: Callable[[int, int], None] | None = None,
     stopping: Stopping | None = None,
     processors=(),
+    on_commit: Callable[[torch.Tensor], None] | None = None,
 ) -> tuple[torch.Tensor, DecodeStats]:
     """Samples `layout.length` steps one per forward, until every sequence has stopped.
 
     Returns tokens `[B, T]` (`[B, T, K]` for K tokens per step) and their DecodeStats.
-    `on_step(committed, total)` is called after every forward (progress bars, callbacks).
+    `on_step(committed, total)` is called after every forward (progress bars, callbacks),
+    `on_commit(tokens)` with the tokens committed so far (streaming).
     """
     start = time.perf_counter()
     B, T, K = session.batch_size, layout.length, layout.tokens_per_step
@@ -48,6 +50,8 @@ def decode_ar(
         stopping.update(tokens, committed)
         if on_step:
             on_step(int(stopping.done(committed).sum()) // B, T)
+        if on_commit:
+            on_commit(tokens[..., 0] if K == 1 else tokens)
         if t == T - 1 or stopping.all_done(committed):
             break
         # 2. forward it and commit its cache slot (its keys were computed on committed context)

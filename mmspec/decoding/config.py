@@ -15,7 +15,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from mmspec.core.rules import ExactRule, GSDRule, LanternRule
-from mmspec.decoding.drafts import drafter_from_name
+from mmspec.decoding.drafts import DRAFTER_NAMES, drafter_from_name
 from mmspec.decoding.schedules import Frames, Raster, ZipAR, check_count
 
 DRAFTING = ("ar", "sjd", "mc-sjd")
@@ -144,11 +144,23 @@ class DecodingConfig:
         gsd_embed_dist: float = 0.5,
     ) -> "DecodingConfig":
         """Parses "sjd", "mc-sjd+lantern", "zipar+mc-sjd", ... (see `DECODINGS`).
-        `lantern_lambda` selects LANTERN++'s ratio form instead of `lantern_delta`."""
-        parts = name.lower().split("+") if isinstance(name, str) else []
+        `lantern_lambda` selects LANTERN++'s ratio form instead of `lantern_delta`.
+
+        Drafter names may join in and replace `init`: "mc-sjd+lookup" is MC-SJD with
+        lookup drafts; a drafter alone ("lookup") means SJD with it."""
+        given = name.lower().split("+") if isinstance(name, str) else []
+        drafters = [p for p in given if p in DRAFTER_NAMES]
+        parts = [p for p in given if p not in DRAFTER_NAMES]
+        if drafters:
+            init = "+".join(drafters)
+            if not any(p in DRAFTING for p in parts):
+                parts.append("sjd")
         canonical = "+".join(sorted(parts, key=lambda p: ("zipar", *DRAFTING, *RELAXED).index(p) if p in ("zipar", *DRAFTING, *RELAXED) else 99))
-        if canonical not in DECODINGS or len(set(parts)) != len(parts):
-            raise ValueError(f"unknown decoding {name!r}; choose from {', '.join(DECODINGS)}")
+        if canonical not in DECODINGS or len(set(given)) != len(given) or (drafters and "ar" in parts):
+            raise ValueError(
+                f"unknown decoding {name!r}; choose from {', '.join(DECODINGS)}, optionally with drafters "
+                f"({', '.join(DRAFTER_NAMES)}) joined by '+'"
+            )
         method = next((p for p in parts if p in DRAFTING), "ar")
         rule = ExactRule()
         if "lantern" in parts:

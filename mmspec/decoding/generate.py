@@ -37,6 +37,7 @@ def generate(
     max_length: int | None = None,
     pad_token_id: int | None = None,
     processors: Sequence = (),
+    on_commit: Callable[[torch.Tensor], None] | None = None,
 ) -> tuple[torch.Tensor, DecodeStats]:
     """Generates one sample per condition of the batch.
 
@@ -58,6 +59,9 @@ def generate(
         max_length (`int`, *optional*): steps to generate at most (default: the layout's length).
         processors (`Sequence`, *optional*): history-dependent logits processors
             (`mmspec.core.processors`: repetition penalty, no-repeat n-gram, minimum length).
+        on_commit (`Callable[[torch.Tensor], None]`, *optional*): called after each forward
+            with the tokens committed so far, `[B, T]` (`[B, T, K]`), -1 where none yet
+            (streaming); read it, do not keep or change it.
 
     Returns:
         tokens `[B, T]` (long; `[B, T, K]` for K tokens per step) and a `DecodeStats`
@@ -81,7 +85,7 @@ def generate(
     if config.method == "ar" and isinstance(config.scheduler, Raster):
         session = model.start(condition, guided=sampling.guided)
         stopping = Stopping.at(stop_tokens, pad_token_id, session.batch_size, layout.length, session.prefill_logits().cond.device)
-        return decode_ar(session, layout, sampling, generator, on_step, stopping, processors)
+        return decode_ar(session, layout, sampling, generator, on_step, stopping, processors, on_commit)
     session = model.start(condition, guided=sampling.guided, extra_positions=extra_positions(layout, config))
     stopping = Stopping.at(stop_tokens, pad_token_id, session.batch_size, layout.length, session.prefill_logits().cond.device)
-    return decode_jacobi(session, layout, sampling, config, generator, on_step, stopping, processors)
+    return decode_jacobi(session, layout, sampling, config, generator, on_step, stopping, processors, on_commit)

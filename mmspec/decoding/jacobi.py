@@ -269,17 +269,22 @@ class JacobiLoop:
         self.q_row.fill_(-1)
         self.q_row[b, r] = torch.arange(len(b), device=self.device)
 
-    def run(self, on_step: Callable[[int, int], None] | None = None) -> tuple[torch.Tensor, DecodeStats]:
+    def run(self, on_step: Callable[[int, int], None] | None = None,
+            on_commit: Callable[[torch.Tensor], None] | None = None) -> tuple[torch.Tensor, DecodeStats]:
         start = time.perf_counter()
         self.prefill()
-        if on_step:
-            on_step(1, self.T)
-        while not self.stopping.all_done(self.committed):
+        done = 1
+        while True:
+            if on_step:
+                on_step(done, self.T)
+            if on_commit:
+                on_commit(self.tokens[..., 0] if self.K == 1 else self.tokens)
+            if self.stopping.all_done(self.committed):
+                break
             live = self.open_windows()
             inputs = self.pack_inputs(live)
             self.commit_and_slide(inputs, self.forward_and_verify(inputs, live))
-            if on_step:
-                on_step(int(self.stopping.done(self.committed).sum()) // self.B, self.T)
+            done = int(self.stopping.done(self.committed).sum()) // self.B
         tokens = self.stopping.padded(self.tokens)
         stats = DecodeStats(
             method=self.config.name,
@@ -302,10 +307,11 @@ def decode_jacobi(
     on_step: Callable[[int, int], None] | None = None,
     stopping: Stopping | None = None,
     processors=(),
+    on_commit: Callable[[torch.Tensor], None] | None = None,
 ) -> tuple[torch.Tensor, DecodeStats]:
     """Decodes `layout.length` steps per sequence with `config`; see the module docstring.
 
     The session must have been started with `extra_positions(layout, config)`.
     """
     stopping = stopping or Stopping.none(session.batch_size, layout.length, session.prefill_logits().cond.device)
-    return JacobiLoop(session, layout, sampling, config, generator, stopping, processors).run(on_step)
+    return JacobiLoop(session, layout, sampling, config, generator, stopping, processors).run(on_step, on_commit)

@@ -33,10 +33,16 @@ ATTENTION_KERNELS = ("eager", "sdpa")  # the kernels that take an arbitrary addi
 
 class SlotCache:
     """Writes each layer's keys and values at `slots [R, n]` of `cache`; the part of
-    transformers' `Cache` API that Llama-style attention layers call."""
+    transformers' `Cache` API that attention layers and model forwards call."""
+
+    is_compileable = False
 
     def __init__(self, cache: StaticKVCache, slots: torch.Tensor):
         self.cache, self.slots = cache, slots
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        """What models read to offset default position ids; mmspec always passes its own."""
+        return int(self.slots.min())
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
         # key_states: [R, H_kv, n, D] -> the layer's whole [R, H_kv, S, D]
@@ -49,9 +55,10 @@ def cache_kwarg(layer_type: type) -> str:
     return "cache" if "cache" in inspect.signature(layer_type.forward).parameters else "past_key_values"
 
 
-def check_decoder(decoder: nn.Module) -> None:
-    """Raises a ValueError when `decoder` is not run with a kernel that takes our mask."""
-    kernel = decoder.config._attn_implementation
+def check_attention_kernel(config) -> None:
+    """Raises a ValueError when a model configured by `config` is not run with a kernel
+    that takes our mask."""
+    kernel = config._attn_implementation
     if kernel not in ATTENTION_KERNELS:
         raise ValueError(
             f"attention implementation {kernel!r} cannot take mmspec's per-slot mask; load the model with "
@@ -59,12 +66,18 @@ def check_decoder(decoder: nn.Module) -> None:
         )
 
 
-def allocate_cache(decoder: nn.Module, rows: int, slots: int) -> StaticKVCache:
-    """An empty cache for `rows` sequences of `slots` positions of `decoder`'s layers."""
-    c = decoder.config
-    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
-    w = decoder.embed_tokens.weight
-    return StaticKVCache(c.num_hidden_layers, rows, c.num_key_value_heads, slots, head_dim, dtype=w.dtype, device=w.device)
+def allocate_cache(config, rows: int, slots: int, dtype: torch.dtype, device) -> StaticKVCache:
+    """An empty cache for `rows` sequences of `slots` positions of a text config's layers."""
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    return StaticKVCache(config.num_hidden_layers, rows, kv_heads, slots, head_dim, dtype=dtype, device=device)
+
+
+def additive_mask(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A bool "may attend" mask as the additive float mask the eager and SDPA kernels take."""
+    mask = torch.zeros(visible.shape, dtype=dtype, device=visible.device)
+    return mask.masked_fill_(~visible, torch.finfo(dtype).min)
 
 
 def decoder_forward(
@@ -77,9 +90,7 @@ def decoder_forward(
     key_valid: torch.Tensor | None = None,  # [R, n] bool
 ) -> torch.Tensor:
     """Final-norm hidden states `[R, n, hidden]` of `embeds` run at `slots` of `cache`."""
-    visible = cache.attention_mask(slots, segments, key_valid)  # [R, 1, n, S] bool
-    mask = torch.zeros(visible.shape, dtype=embeds.dtype, device=embeds.device)
-    mask.masked_fill_(~visible, torch.finfo(embeds.dtype).min)
+    mask = additive_mask(cache.attention_mask(slots, segments, key_valid), embeds.dtype)  # [R, 1, n, S]
     rope = decoder.rotary_emb(embeds, position_ids)
     layers = decoder.layers[: decoder.config.num_hidden_layers]
     kv = {cache_kwarg(type(layers[0])): SlotCache(cache, slots)}
@@ -106,11 +117,13 @@ class DecoderSession(CachedSession):
 
     def __init__(self, decoder: nn.Module, embed: Callable, head: Callable, prompt_embeds: torch.Tensor,
                  prompt_mask: torch.Tensor, *, batch_size: int, guided: bool, slots: int):
-        check_decoder(decoder)
+        check_attention_kernel(decoder.config)
         R, P = prompt_mask.shape
         if not bool(prompt_mask[:, -1].all()):
             raise ValueError("every prompt must end in its last column: pad prompts on the left (padding_side='left')")
-        super().__init__(allocate_cache(decoder, R, P + slots), P, batch_size=batch_size, guided=guided)
+        w = decoder.embed_tokens.weight
+        cache = allocate_cache(decoder.config, R, P + slots, w.dtype, w.device)
+        super().__init__(cache, P, batch_size=batch_size, guided=guided)
         self.decoder, self.embed, self.head = decoder, embed, head
         self.first_position = prompt_mask.long().sum(1)  # [R]: position id of generated position 0
         positions = (prompt_mask.long().cumsum(1) - 1).clamp(min=0)  # padding's position ids are never seen
