@@ -43,7 +43,8 @@ class ImageItem:
 
 def image_items(paths: list[str | Path]) -> list[ImageItem]:
     """Image files, with folders expanded to their image files (sorted by name); ids are
-    file stems and must be unique. A missing path or a repeated stem is a ValueError."""
+    file stems and must be unique. A missing path, a file that is no image (its header is
+    read) or a repeated stem is a ValueError."""
     files = []
     for given in map(Path, paths):
         if given.is_dir():
@@ -62,8 +63,17 @@ def image_items(paths: list[str | Path]) -> list[ImageItem]:
         if path.stem in seen:
             raise ValueError(f"images {str(seen[path.stem])!r} and {str(path)!r} share the name {path.stem!r}; each needs its own")
         seen[path.stem] = path
+        check_image_header(path)
         items.append(ImageItem(path.stem, path))
     return items
+
+
+def check_image_header(path: Path) -> None:
+    try:
+        with Image.open(path):
+            pass
+    except (OSError, UnidentifiedImageError) as err:
+        raise ValueError(f"cannot read image {str(path)!r}: {err}") from None
 
 
 def open_image(path: Path) -> Image.Image:
