@@ -32,11 +32,12 @@ from train_default_model import Stage  # same folder: the resumable training loo
 
 from mmspec.datasets.shape_captions import caption, caption_correct, load_scenes, render_scenes
 from mmspec.datasets.shapes import NUM_CLASSES
-from mmspec.models.captioner import IMAGE_TOKENS, PROMPT, build_processor, captioner_config, train_tokenizer
+from mmspec.models.captioner import IMAGE_TOKENS, PROMPT, STYLE_PROMPT, default_prompt, build_processor, captioner_config, train_tokenizer
 
 ASSETS = Path(__file__).resolve().parents[1] / "mmspec" / "assets" / "captioner"
 TOKENIZER_CAPTIONS = 5000
 STEPS, BATCH, LR, WARMUP = 1200, 32, 2e-3, 80
+STYLE_SHARE = 0.75  # training prompts that carry an example caption
 EVAL_IMAGES = 200
 MAX_NEW_TOKENS = 64
 
@@ -60,23 +61,32 @@ def build_or_load_processor(work: Path, seed: int):
     return processor
 
 
-def prompt_ids(processor) -> list[int]:
-    """The prompt with `<image>` expanded to the image tokens, as the processor writes it."""
-    expanded = PROMPT.replace("<image>", "<image>" * IMAGE_TOKENS)
+def prompt_ids(processor, example: str | None = None) -> list[int]:
+    """The prompt (`STYLE_PROMPT` with `example`, else `PROMPT`) with `<image>` expanded to
+    the image tokens, as the processor writes it."""
+    prompt = PROMPT if example is None else STYLE_PROMPT.format(example=example)
+    expanded = prompt.replace("<image>", "<image>" * IMAGE_TOKENS)
     return processor.tokenizer(expanded, add_special_tokens=False).input_ids
 
 
 def training_batch(processor, rng: np.random.Generator, batch: int) -> dict[str, torch.Tensor]:
     """Fresh images with one caption each: ids `[B, T]` = prompt, caption, EOS, right padding;
-    labels = -100 except on caption and EOS."""
+    labels = -100 except on caption and EOS. A quarter of the prompts are the plain `PROMPT`
+    (the caption's template drawn at random); the others are `STYLE_PROMPT` with the
+    caption of another random image in the same template number as the answer."""
     tokenizer = processor.tokenizer
     images, scenes = render_scenes(rng.integers(NUM_CLASSES, size=batch), rng)
-    prefix = prompt_ids(processor)
-    captions = [tokenizer(caption(s, rng), add_special_tokens=False).input_ids + [tokenizer.eos_token_id] for s in scenes]
-    T = len(prefix) + max(map(len, captions))
+    _, others = render_scenes(rng.integers(NUM_CLASSES, size=batch), rng)
+    prefixes, captions = [], []
+    for scene, other in zip(scenes, others):
+        template = int(rng.integers(12))  # a multiple of every kind's template count
+        styled = rng.random() < STYLE_SHARE
+        prefixes.append(prompt_ids(processor, caption(other, template=template) if styled else None))
+        captions.append(tokenizer(caption(scene, template=template), add_special_tokens=False).input_ids + [tokenizer.eos_token_id])
+    T = max(len(p) + len(c) for p, c in zip(prefixes, captions))
     ids = torch.full((batch, T), tokenizer.pad_token_id)
     labels = torch.full((batch, T), -100)
-    for i, c in enumerate(captions):
+    for i, (prefix, c) in enumerate(zip(prefixes, captions)):
         ids[i, : len(prefix) + len(c)] = torch.tensor(prefix + c)
         labels[i, len(prefix) : len(prefix) + len(c)] = torch.tensor(c)
     return {"input_ids": ids, "attention_mask": (ids != tokenizer.pad_token_id).long(), "labels": labels,
@@ -85,10 +95,10 @@ def training_batch(processor, rng: np.random.Generator, batch: int) -> dict[str,
 
 @torch.no_grad()
 def caption_accuracy(model, processor, n: int = EVAL_IMAGES, batch: int = 50) -> float:
-    """Greedy captions (`model.generate`) of the first `n` held-out images: the share whose
-    class word, object colour and background colour are all right."""
+    """Greedy captions (`model.generate`, the default prompt) of the first `n` held-out
+    images: the share whose class word, object colour and background colour are all right."""
     images, scenes = load_scenes("heldout", n)
-    prefix = torch.tensor([prompt_ids(processor)])
+    prefix = torch.tensor([prompt_ids(processor, default_prompt().split(" : ", 1)[1])])
     correct = 0
     for start in range(0, n, batch):
         pixels = quantised(images[start : start + batch])
@@ -135,7 +145,7 @@ def train(work: Path, seed: int, steps: int, eval_every: int):
 def export(assets: Path, model, processor, seed: int, steps: int, accuracy: float) -> None:
     from mmspec.pipelines.captioning import CaptioningPipeline
 
-    CaptioningPipeline(model, processor).save_pretrained(assets)
+    CaptioningPipeline(model, processor, default_prompt=default_prompt()).save_pretrained(assets)
     index_path = assets / "model_index.json"
     index = json.loads(index_path.read_text())
     index["training"] = {"script": "scripts/train_captioner.py", "seed": seed, "steps": steps, "batch": BATCH,

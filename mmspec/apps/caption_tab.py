@@ -19,10 +19,10 @@ import torch
 from transformers.generation.streamers import BaseStreamer
 
 from mmspec.images import to_pil
-from mmspec.pipelines.captioning import CAPTIONER_ASSETS, DEFAULT_PROMPT, TEXT_DECODINGS, CaptioningPipeline
+from mmspec.pipelines.captioning import CAPTIONER_ASSETS, TEXT_DECODINGS, CaptioningPipeline
 
 MAX_NEW_TOKENS = 96
-MAX_PROMPT_CHARS = 200
+MAX_PROMPT_CHARS = 400
 
 
 @functools.cache
@@ -83,7 +83,7 @@ def caption_stream(image, prompt: str, decoding: str, max_new_tokens):
 
     def run():
         try:
-            result["out"] = pipe(image, prompt=prompt.strip() or DEFAULT_PROMPT, decoding=decoding,
+            result["out"] = pipe(image, prompt=prompt.strip() or None, decoding=decoding,
                                  max_new_tokens=int(max_new_tokens), streamer=streamer)
         except ValueError as err:
             result["error"] = str(err)
@@ -118,7 +118,8 @@ def build_caption_tab() -> None:
             with gr.Row():
                 seed = gr.Number(value=0, precision=0, minimum=0, label="Shapes seed")
                 draw = gr.Button("draw a Shapes image")
-            prompt = gr.Textbox(value=DEFAULT_PROMPT, label="prompt", max_length=MAX_PROMPT_CHARS)
+            prompt = gr.Textbox(value="", label="prompt (empty: the captioner's default, with an example caption)",
+                                lines=3, max_length=MAX_PROMPT_CHARS)
             decoding = gr.Dropdown(list(TEXT_DECODINGS), value="mc-sjd+lookup", label="decoding")
             max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=64, step=1, label="max new tokens")
             run = gr.Button("caption", variant="primary")

@@ -262,13 +262,16 @@ _SUNSET_TEMPLATES = (
 )
 
 
-def caption(scene: Scene, rng: np.random.Generator) -> str:
-    """One caption of `scene` from a template drawn with `rng` (lower case, words and
-    punctuation separated by spaces)."""
+def caption(scene: Scene, rng: np.random.Generator | None = None, template: int | None = None) -> str:
+    """One caption of `scene` (lower case, words and punctuation separated by spaces), from
+    template number `template` (modulo the templates of its kind: objects have four, dots,
+    stripes, checkerboards and sunsets three each), or from one drawn with `rng`."""
     name = scene.class_name
     templates = {"dots": _DOTS_TEMPLATES, "stripes": _STRIPES_TEMPLATES, "checkerboard": _CHECKER_TEMPLATES,
                  "sunset": _SUNSET_TEMPLATES}.get(name, _OBJECT_TEMPLATES)
-    template = templates[rng.integers(len(templates))]
+    if (rng is None) == (template is None):
+        raise ValueError("give caption() a template number or an rng to draw one, not both")
+    template = templates[(rng.integers(len(templates)) if template is None else template) % len(templates)]
     where = _WHERE[scene.position]
     if name == "sunset":
         where = {"left": "on the left", "centre": "in the middle", "right": "on the right"}[scene.position.split()[1]]

@@ -28,6 +28,19 @@ from mmspec.datasets.shapes import IMAGE_SIZE
 PATCH_SIZE = 8
 IMAGE_TOKENS = (IMAGE_SIZE // PATCH_SIZE) ** 2
 PROMPT = "<image>describe the picture ."
+# a prompt with an example caption: the captioner answers in the example's template (its
+# sentence pattern), with the words about colours, sizes and places read from the image.
+# The answer then repeats most of the prompt's words, which n-gram lookup drafts copy.
+STYLE_PROMPT = "<image>describe the picture like this : {example}"
+
+
+def default_prompt() -> str:
+    """The shipped captioner's default prompt (after `<image>`): `STYLE_PROMPT` with the first
+    object template's caption of a small red circle on blue."""
+    from mmspec.datasets.shape_captions import Scene, caption
+
+    example = caption(Scene(0, "red", "blue", "small", "middle centre", "waves"), template=0)
+    return STYLE_PROMPT.format(example=example).removeprefix("<image>")
 SPECIAL_TOKENS = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "image_token": "<image>"}
 MAX_POSITIONS = 256  # 64 image tokens + prompt + a caption of at most ~60 tokens, with room
 

@@ -28,10 +28,11 @@ from diffusers.utils import BaseOutput
 from PIL import Image
 
 from mmspec.checkpoint import check_finite
+from mmspec.decoding.config import DecodingConfig
 from mmspec.pipelines.pipeline_utils import as_prompts, load_transformers, pop_dtype, read_index, write_json
 
 CAPTIONER_ASSETS = Path(__file__).resolve().parents[1] / "assets" / "captioner"
-DEFAULT_PROMPT = "describe the picture ."
+DEFAULT_PROMPT = "describe the picture ."  # when a saved pipeline names none
 TEXT_DECODINGS = ("ar", "sjd", "mc-sjd", "lookup", "mc-sjd+lookup")
 MAX_TEMPERATURE = 10.0
 
@@ -64,6 +65,9 @@ class CaptioningPipeline(DiffusionPipeline):
     Args:
         model (`LlavaForConditionalGeneration`): the VLM, in eval mode.
         processor (`LlavaProcessor`): turns images and prompts into `pixel_values` and ids.
+        default_prompt (`str`, *optional*): the prompt of a call that gives none (saved in
+            `model_index.json`); the shipped captioner's carries an example caption whose
+            sentence pattern its answers follow.
 
     Images are converted to RGB and resized (bicubic) to the vision tower's input size when
     they differ from it, as CLIP's processors do. Saved as transformers saves each
@@ -73,9 +77,10 @@ class CaptioningPipeline(DiffusionPipeline):
     model_cpu_offload_seq = "model"
     condition_kind = "image"
 
-    def __init__(self, model, processor):
+    def __init__(self, model, processor, default_prompt: str = DEFAULT_PROMPT):
         super().__init__()
         self.register_modules(model=model, processor=processor)
+        self.default_prompt = as_prompts(default_prompt, "default_prompt")[0]
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: str | Path = CAPTIONER_ASSETS, **kwargs) -> "CaptioningPipeline":
@@ -84,11 +89,12 @@ class CaptioningPipeline(DiffusionPipeline):
         from transformers import LlavaForConditionalGeneration, LlavaProcessor
 
         dtype = pop_dtype(cls, kwargs)
-        root, _ = read_index(pretrained_model_name_or_path, cls)
+        root, index = read_index(pretrained_model_name_or_path, cls)
         model = load_transformers(LlavaForConditionalGeneration.from_pretrained, root / "model",
                                   **({} if dtype is None else {"dtype": dtype}))
         check_finite(model.named_parameters(), str(root / "model"))
-        return cls(model.eval(), load_transformers(LlavaProcessor.from_pretrained, root / "processor"))
+        processor = load_transformers(LlavaProcessor.from_pretrained, root / "processor")
+        return cls(model.eval(), processor, index.get("default_prompt", DEFAULT_PROMPT))
 
     def save_pretrained(self, save_directory: str | Path, **kwargs) -> None:
         root = Path(save_directory)
@@ -98,6 +104,7 @@ class CaptioningPipeline(DiffusionPipeline):
             "_class_name": type(self).__name__,
             "model": ["transformers", type(self.model).__name__],
             "processor": ["transformers", type(self.processor).__name__],
+            "default_prompt": self.default_prompt,
         })
 
     @property
@@ -107,13 +114,14 @@ class CaptioningPipeline(DiffusionPipeline):
 
     @property
     def max_new_tokens(self) -> int:
-        """Room left in the model's positions after the image tokens and a short prompt."""
-        return self.model.config.text_config.max_position_embeddings - self.model.config.image_seq_length - 16
+        """Room left in the model's positions after the image tokens (the prompt's length
+        is checked per call)."""
+        return self.model.config.text_config.max_position_embeddings - self.model.config.image_seq_length - 1
 
     def check_inputs(self, images, prompt, max_new_tokens, decoding, do_sample, temperature, top_k, top_p):
         """The images and one prompt per image, or a one-line ValueError for any argument."""
         images = as_images(images)
-        prompts = as_prompts(DEFAULT_PROMPT if prompt is None else prompt)
+        prompts = as_prompts(self.default_prompt if prompt is None else prompt)
         if len(prompts) == 1:
             prompts = prompts * len(images)
         if len(prompts) != len(images):
@@ -125,7 +133,7 @@ class CaptioningPipeline(DiffusionPipeline):
         """Refuses generation settings this model cannot serve, in one line."""
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= self.max_new_tokens:
             raise ValueError(f"max_new_tokens must be an integer from 1 to {self.max_new_tokens}, got {max_new_tokens!r}")
-        if decoding not in TEXT_DECODINGS:
+        if not isinstance(decoding, DecodingConfig) and decoding not in TEXT_DECODINGS:
             raise ValueError(f"unknown decoding {decoding!r} for text; choose from {', '.join(TEXT_DECODINGS)}")
         if not isinstance(do_sample, bool):
             raise ValueError(f"do_sample must be True or False, got {do_sample!r}")
@@ -150,7 +158,7 @@ class CaptioningPipeline(DiffusionPipeline):
         self,
         images,
         prompt: str | list[str] | None = None,
-        decoding: str = "mc-sjd+lookup",
+        decoding: str | DecodingConfig = "mc-sjd+lookup",
         max_new_tokens: int = 64,
         do_sample: bool = False,
         temperature: float | None = None,
@@ -166,10 +174,11 @@ class CaptioningPipeline(DiffusionPipeline):
             images (`PIL.Image.Image` or `list`): the images, any size (resized to the
                 model's input size).
             prompt (`str` or `list[str]`, *optional*): the instruction after the image,
-                one for all or one per image; defaults to "describe the picture .".
-            decoding (`str`, *optional*, defaults to "mc-sjd+lookup"): "ar", "sjd", "mc-sjd",
-                "lookup" or "mc-sjd+lookup"; every one gives the model's own output (the
-                greedy text, or samples of its distribution).
+                one for all or one per image; defaults to `default_prompt`.
+            decoding (`str` or `DecodingConfig`, *optional*, defaults to "mc-sjd+lookup"):
+                "ar", "sjd", "mc-sjd", "lookup" (sjd with n-gram lookup drafts) or
+                "mc-sjd+lookup", or a `DecodingConfig` (another window); every one gives the
+                model's own output (the greedy text, or samples of its distribution).
             max_new_tokens (`int`, *optional*, defaults to 64): at most this many tokens
                 per caption; each stops at its EOS.
             do_sample (`bool`, *optional*, defaults to False): sample instead of greedy.
@@ -193,6 +202,10 @@ class CaptioningPipeline(DiffusionPipeline):
             raise ValueError(f"a streamer follows one caption; got {len(images)} images")
         # 2. encode condition: image features enter in the prefill
         inputs = self.encode(images, prompts)
+        positions = self.model.config.text_config.max_position_embeddings
+        if inputs["input_ids"].shape[1] + max_new_tokens > positions:
+            raise ValueError(f"the prompt takes {inputs['input_ids'].shape[1]} tokens (image included) and max_new_tokens is "
+                             f"{max_new_tokens}: more than the model's {positions} positions; shorten one")
         sampling = {k: v for k, v in dict(temperature=temperature, top_k=top_k, top_p=top_p).items() if v is not None}
         tokenizer = self.processor.tokenizer
         # 3.-4. decode (cache, drafts and verification inside generate_text)

@@ -40,11 +40,13 @@ def test_greedy_captions_match_transformers_generate(pipe, images, decoding):
     assert out.text == [t.strip() for t in pipe.processor.tokenizer.batch_decode(expected, skip_special_tokens=True)]
 
 
-def test_saved_pipeline_loads_back_with_the_same_captions(pipe, images, tmp_path):
+def test_saved_pipeline_loads_back_with_the_same_captions(images, tmp_path):
+    pipe = CaptioningPipeline(tiny_captioner().model, tiny_captioner().processor, default_prompt="say what you see .")
     pipe.save_pretrained(tmp_path)
     loaded = load_pipeline(tmp_path)
-    assert isinstance(loaded, CaptioningPipeline)
+    assert isinstance(loaded, CaptioningPipeline) and loaded.default_prompt == "say what you see ."
     assert loaded(images, decoding="ar", max_new_tokens=8).text == pipe(images, decoding="ar", max_new_tokens=8).text
+    assert pipe(images, max_new_tokens=8).text == pipe(images, prompt="say what you see .", max_new_tokens=8).text
 
 
 def test_images_of_another_size_are_resized(pipe, images):
@@ -60,6 +62,7 @@ def test_images_of_another_size_are_resized(pipe, images):
     (dict(decoding="zipar+mc-sjd"), r"unknown decoding 'zipar\+mc-sjd' for text"),
     (dict(do_sample=True, temperature=0.0), "temperature must be in"),
     (dict(do_sample=True, top_p=1.5), "top_p must be in"),
+    (dict(prompt="describe " * 100), "more than the model's 256 positions"),
 ])
 def test_bad_calls_are_refused_in_one_line(pipe, images, kwargs, message):
     call = {"images": images, **kwargs}
