@@ -36,7 +36,7 @@ from mmspec.images import to_pil
 from mmspec.decoding.config import DecodingConfig
 from mmspec.pipelines.captioning import CAPTIONER_ASSETS, CaptioningPipeline
 
-OURS = ("ar", "sjd", "mc-sjd", "lookup", "mc-sjd+lookup")
+OURS = ("ar", "sjd", "mc-sjd", "lookup", "mc-sjd+lookup", "prompt-lookup")
 MAX_NEW_TOKENS = 64
 
 
@@ -91,7 +91,7 @@ class ForwardCounter:
 
 def run_ours(pipe, images, method: str, batch: int, window: int) -> Row:
     row = Row(method, batch)
-    decoding = DecodingConfig.from_name(method, window=window)
+    decoding = method if method == "prompt-lookup" else DecodingConfig.from_name(method, window=window)
     eos = pipe.processor.tokenizer.eos_token_id
     for start in range(0, len(images), batch):
         chunk = images[start : start + batch]

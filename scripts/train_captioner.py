@@ -8,9 +8,13 @@ is rerun:
    (`mmspec.datasets.shape_captions`), wrapped in a `LlavaProcessor`.
 2. `captioner`: the LLaVA (CLIP vision tower, projector, Llama) trained from scratch on
    fresh Shapes images, a new batch rendered each step from the run's generator, with the
-   loss on the caption tokens and the end-of-sequence token. Checkpoints (weights,
-   optimiser, generator, step) every two minutes; greedy caption correctness on held-out
-   images is logged every `--eval-every` steps.
+   loss on the caption tokens and the end-of-sequence token, plus a linear probe's loss
+   on the projected image tokens (class, object colour, background colour, 3x3 cell):
+   a tiny ViT trained through the language loss alone named colours within a few hundred
+   steps but not shapes, and the probe hands the tower that signal directly (it is
+   dropped at export). Checkpoints (weights, optimiser, generator, step) every two
+   minutes; greedy caption correctness on held-out images is logged every `--eval-every`
+   steps.
 
 Then the model and processor are saved as a `CaptioningPipeline`, and the held-out
 correctness of the exported model is written into its `model_index.json`.
@@ -30,13 +34,14 @@ import torch
 from tqdm import tqdm
 from train_default_model import Stage  # same folder: the resumable training loop
 
-from mmspec.datasets.shape_captions import caption, caption_correct, load_scenes, render_scenes
+from mmspec.datasets.shape_captions import COLOUR_NAMES, COLUMNS, ROWS, caption, caption_correct, load_scenes, render_scenes
 from mmspec.datasets.shapes import NUM_CLASSES
 from mmspec.models.captioner import IMAGE_TOKENS, PROMPT, STYLE_PROMPT, default_prompt, build_processor, captioner_config, train_tokenizer
 
 ASSETS = Path(__file__).resolve().parents[1] / "mmspec" / "assets" / "captioner"
 TOKENIZER_CAPTIONS = 5000
 STEPS, BATCH, LR, WARMUP = 1200, 32, 2e-3, 80
+PROBE_CELLS = len(ROWS) * len(COLUMNS)
 STYLE_SHARE = 0.75  # training prompts that carry an example caption
 EVAL_IMAGES = 200
 MAX_NEW_TOKENS = 64
@@ -90,7 +95,43 @@ def training_batch(processor, rng: np.random.Generator, batch: int) -> dict[str,
         ids[i, : len(prefix) + len(c)] = torch.tensor(prefix + c)
         labels[i, len(prefix) : len(prefix) + len(c)] = torch.tensor(c)
     return {"input_ids": ids, "attention_mask": (ids != tokenizer.pad_token_id).long(), "labels": labels,
-            "pixel_values": quantised(torch.from_numpy(images))}
+            "pixel_values": quantised(torch.from_numpy(images)), "probe_targets": probe_targets(scenes)}
+
+
+def probe_targets(scenes) -> torch.Tensor:
+    """Long `[B, 4]`: class, object colour, background colour and 3x3 cell (-100 where the
+    scene has no single place: patterns and dots) of each scene."""
+    def cell(position):
+        if position == "everywhere":
+            return -100
+        row, col = position.split()
+        return ROWS.index(row) * len(COLUMNS) + COLUMNS.index(col)
+    return torch.tensor([[s.label, COLOUR_NAMES.index(s.object_colour), COLOUR_NAMES.index(s.background_colour), cell(s.position)]
+                         for s in scenes])
+
+
+class ProbedCaptioner(torch.nn.Module):
+    """The captioner and a linear probe on its projected image tokens, trained together."""
+
+    def __init__(self, captioner):
+        super().__init__()
+        self.captioner = captioner
+        width = IMAGE_TOKENS * captioner.config.text_config.hidden_size
+        self.heads = (NUM_CLASSES, len(COLOUR_NAMES), len(COLOUR_NAMES), PROBE_CELLS)
+        self.probe = torch.nn.Linear(width, sum(self.heads))
+        self._image_tokens = None
+        captioner.model.multi_modal_projector.register_forward_hook(self._keep)
+
+    def _keep(self, module, args, output):
+        self._image_tokens = output
+
+    def forward(self, probe_targets: torch.Tensor, **batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """The caption loss and the probe's summed cross-entropies."""
+        loss = self.captioner(**batch).loss
+        features = self._image_tokens.reshape(len(probe_targets), -1)
+        logits = self.probe(features).split(self.heads, dim=-1)
+        probe = sum(torch.nn.functional.cross_entropy(x, y, ignore_index=-100) for x, y in zip(logits, probe_targets.T))
+        return loss, probe
 
 
 @torch.no_grad()
@@ -123,13 +164,14 @@ def train(work: Path, seed: int, steps: int, eval_every: int):
     model = LlavaForConditionalGeneration(config)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
-    stage = Stage("captioner", work, model, LR, seed, weight_decay=0.01)
+    probed = ProbedCaptioner(model)
+    stage = Stage("captioner", work, probed, LR, seed, weight_decay=0.01)
 
     def step():
         rng = np.random.default_rng(int(torch.randint(2**62, (1,), generator=stage.generator)))
-        loss = model(**training_batch(processor, rng, BATCH)).loss
-        stage.update(loss, max_grad_norm=1.0)
-        logs = {"loss": loss.item()}
+        loss, probe = probed(**training_batch(processor, rng, BATCH))
+        stage.update(loss + probe, max_grad_norm=1.0)
+        logs = {"loss": loss.item(), "probe": probe.item()}
         if eval_every and (stage.step + 1) % eval_every == 0 and stage.step + 1 < steps:
             model.eval()
             accuracy = caption_accuracy(model, processor, n=100)

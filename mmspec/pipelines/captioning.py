@@ -33,7 +33,8 @@ from mmspec.pipelines.pipeline_utils import as_prompts, load_transformers, pop_d
 
 CAPTIONER_ASSETS = Path(__file__).resolve().parents[1] / "assets" / "captioner"
 DEFAULT_PROMPT = "describe the picture ."  # when a saved pipeline names none
-TEXT_DECODINGS = ("ar", "sjd", "mc-sjd", "lookup", "mc-sjd+lookup")
+# the engine's decodings for text, then prompt-lookup decoding (`mmspec.prompt_lookup`)
+TEXT_DECODINGS = ("ar", "sjd", "mc-sjd", "lookup", "mc-sjd+lookup", "prompt-lookup")
 MAX_TEMPERATURE = 10.0
 
 
@@ -158,7 +159,7 @@ class CaptioningPipeline(DiffusionPipeline):
         self,
         images,
         prompt: str | list[str] | None = None,
-        decoding: str | DecodingConfig = "mc-sjd+lookup",
+        decoding: str | DecodingConfig = "prompt-lookup",
         max_new_tokens: int = 64,
         do_sample: bool = False,
         temperature: float | None = None,
@@ -175,10 +176,12 @@ class CaptioningPipeline(DiffusionPipeline):
                 model's input size).
             prompt (`str` or `list[str]`, *optional*): the instruction after the image,
                 one for all or one per image; defaults to `default_prompt`.
-            decoding (`str` or `DecodingConfig`, *optional*, defaults to "mc-sjd+lookup"):
-                "ar", "sjd", "mc-sjd", "lookup" (sjd with n-gram lookup drafts) or
-                "mc-sjd+lookup", or a `DecodingConfig` (another window); every one gives the
-                model's own output (the greedy text, or samples of its distribution).
+            decoding (`str` or `DecodingConfig`, *optional*, defaults to "prompt-lookup"):
+                "ar", "sjd", "mc-sjd", "lookup" (sjd with n-gram lookup first drafts),
+                "mc-sjd+lookup", a `DecodingConfig` (another window), or "prompt-lookup"
+                (every forward re-drafts from the prompt and text: `mmspec.prompt_lookup`);
+                every one gives the model's own output (the greedy text, or samples of its
+                distribution).
             max_new_tokens (`int`, *optional*, defaults to 64): at most this many tokens
                 per caption; each stops at its EOS.
             do_sample (`bool`, *optional*, defaults to False): sample instead of greedy.
@@ -194,6 +197,7 @@ class CaptioningPipeline(DiffusionPipeline):
             >>> pipe(image, decoding="ar").text  # doctest: +SKIP
             ['a small red circle sits ...']
         """
+        from mmspec.prompt_lookup import prompt_lookup_text
         from mmspec.text import generate_text
 
         # 1. check_inputs
@@ -209,12 +213,14 @@ class CaptioningPipeline(DiffusionPipeline):
         sampling = {k: v for k, v in dict(temperature=temperature, top_k=top_k, top_p=top_p).items() if v is not None}
         tokenizer = self.processor.tokenizer
         # 3.-4. decode (cache, drafts and verification inside generate_text)
-        ids, stats = generate_text(
-            self.model, inputs["input_ids"], inputs["attention_mask"], pixel_values=inputs["pixel_values"],
-            decoding=decoding, generator=generator, streamer=streamer, return_stats=True,
-            max_new_tokens=max_new_tokens, do_sample=do_sample, eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id, **sampling,
-        )
+        settings = dict(pixel_values=inputs["pixel_values"], generator=generator, streamer=streamer,
+                        max_new_tokens=max_new_tokens, do_sample=do_sample, eos_token_id=tokenizer.eos_token_id,
+                        pad_token_id=tokenizer.pad_token_id, **sampling)
+        if decoding == "prompt-lookup":
+            ids, stats = prompt_lookup_text(self.model, inputs["input_ids"], inputs["attention_mask"], **settings)
+        else:
+            ids, stats = generate_text(self.model, inputs["input_ids"], inputs["attention_mask"], decoding=decoding,
+                                       return_stats=True, **settings)
         # 5. detokenize
         tokens = ids[:, inputs["input_ids"].shape[1]:]
         text = [t.strip() for t in tokenizer.batch_decode(tokens, skip_special_tokens=True)]
