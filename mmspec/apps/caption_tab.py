@@ -101,7 +101,8 @@ def caption_stream(image, prompt: str, decoding: str, max_new_tokens):
     if "error" in result:
         raise gr.Error(result["error"])
     out = result["out"]
-    tokens, commits = out.tokens[0].tolist(), out.stats.commit_iteration[0].tolist()
+    # commit_iteration counts the prefill as forward 0; the stream's first chunk is forward 1
+    tokens, commits = out.tokens[0].tolist(), (out.stats.commit_iteration[0] + 1).tolist()
     n = sum(t not in set(tokenizer.all_special_ids) for t in tokens)
     forwards_used = int(out.stats.forward_passes)
     yield marked_tokens(tokenizer, tokens, commits), (

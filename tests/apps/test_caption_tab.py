@@ -19,21 +19,22 @@ def test_tab_is_registered_and_builds():
     assert any(getattr(block, "label", None) == "caption (one colour per forward pass)" for block in demo.blocks.values())
 
 
-def test_stream_marks_the_forward_of_every_token(monkeypatch):
+@pytest.mark.parametrize("decoding", ["mc-sjd+lookup", "prompt-lookup"])
+def test_stream_marks_the_forward_of_every_token(monkeypatch, decoding):
     pipe = tiny_captioner()
     monkeypatch.setattr(caption_tab, "shipped_captioner", lambda: pipe)
     image = to_pil(load_scenes("heldout", 1)[0])[0]
-    updates = list(caption_tab.caption_stream(image, "describe the picture .", "mc-sjd+lookup", 12))
+    updates = list(caption_tab.caption_stream(image, "describe the picture .", decoding, 12))
     assert len(updates) >= 2
     streamed, _ = updates[-2]
     final, status = updates[-1]
-    out = pipe(image, decoding="mc-sjd+lookup", max_new_tokens=12)
+    out = pipe(image, prompt="describe the picture .", decoding=decoding, max_new_tokens=12)
     tokenizer = pipe.processor.tokenizer
     assert "".join(text for text, _ in final).strip() == out.text[0]
     commits = out.stats.commit_iteration[0].tolist()
     kept = [k for t, k in zip(out.tokens[0].tolist(), commits) if t not in tokenizer.all_special_ids]
-    assert [label for _, label in final] == [f"forward {k}" for k in kept]
-    assert [text for text, _ in streamed] == [text for text, _ in final]  # the live stream saw every token
+    assert [label for _, label in final] == [f"forward {k + 1}" for k in kept]
+    assert streamed == final  # the live stream saw every token, each in the forward that committed it
     assert f"{int(out.stats.forward_passes)} forward passes" in status
 
 
