@@ -82,6 +82,8 @@ class PhraseLookup:
             for n in range(self.max_ngram, 0, -1):
                 found = follower(hay, here - skip, n, skip)
                 out = torch.where((out < 0) & (found >= 0), found, out)
+                if bool((out >= 0).all()):  # every row has its draft: shorter n-grams cannot win
+                    return out
         return out
 
 
