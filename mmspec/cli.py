@@ -1,4 +1,4 @@
-"""The `mmspec` command line: generate, bench, batch, demo.
+"""The `mmspec` command line: generate, bench, batch, caption, demo.
 
 Every verb works on a saved pipeline directory (`--pipeline`, the shipped model by
 default). A user error prints one line and exits with status 2, before any work: flags
@@ -248,6 +248,12 @@ def cmd_batch(args) -> None:
         print(f"wrote {len(items)} items; manifest: {manifest}")
 
 
+def cmd_caption(args) -> None:
+    from mmspec.captioning_batch import caption_command
+
+    caption_command(args, load)
+
+
 def cmd_mesh(args) -> None:
     from mmspec.mesh_cli import run
 
@@ -329,6 +335,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="delete the results of an earlier run in --out (needed when its settings differ) and start over")
     t.set_defaults(run=cmd_batch)
 
+    c = sub.add_parser("caption", help="caption image files or folders of them; with --out, a resumable batch")
+    c.add_argument("images", nargs="+", help="image files, or folders of them")
+    c.add_argument("--pipeline", default=str(DEFAULT_ASSETS.parent / "captioner"),
+                   help="saved captioning pipeline directory (default: the shipped captioner)")
+    c.add_argument("--threads", type=positive_int, help="torch CPU threads, >= 1 (default: torch's choice)")
+    c.add_argument("--prompt", help="the instruction after the image (default: the pipeline's)")
+    c.add_argument("--decoding", default="prompt-lookup",
+                   help="ar, sjd, mc-sjd, lookup, mc-sjd+lookup or prompt-lookup (default prompt-lookup)")
+    c.add_argument("--max-new-tokens", type=positive_int, default=64, help="tokens per caption at most (default 64)")
+    c.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
+    c.add_argument("--temperature", type=float, help="sampling temperature (with --sample)")
+    c.add_argument("--top-k", type=int, help="top-k filter, 0 = off (with --sample)")
+    c.add_argument("--top-p", type=float, help="nucleus filter in (0, 1] (with --sample)")
+    c.add_argument("--seed", type=seed_number, default=0, help="random seed, 0 to 2**63 - 1 (default 0)")
+    c.add_argument("--batch-size", type=positive_int, default=8, help="images per forward batch (default 8)")
+    c.add_argument("--out", help="output directory for a resumable batch: records/, settings.json, manifest.jsonl")
+    c.add_argument("--restart", action="store_true", help="with --out: delete an earlier run's results there and start over")
+    c.set_defaults(run=cmd_caption)
+
     from mmspec.mesh_cli import add_parser as add_mesh_parser
 
     add_mesh_parser(sub, add_pipeline, positive_int, seed_number)
@@ -349,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit:  # --help, or a bad flag already reported in one line
         return exit.code
     try:
-        if args.command not in ("demo", "mesh"):  # bad flags fail before any loading (mesh checks its own)
+        if args.command not in ("demo", "caption", "mesh"):  # bad flags fail before any loading (caption and mesh check their own)
             decoding_configs(args)
             sampling_kwargs(args)
         args.run(args)

@@ -8,6 +8,7 @@ PIPELINES = {
     "LlamaGenPipeline": "mmspec.pipelines.llamagen",
     "Emu3Pipeline": "mmspec.pipelines.emu3",
     "JanusPipeline": "mmspec.pipelines.janus",
+    "CaptioningPipeline": "mmspec.pipelines.captioning",
     "MeshPipeline": "mmspec.pipelines.mesh",
 }
 

@@ -1,0 +1,132 @@
+"""The demo's captioning tab: the shipped captioner streams a caption, each token marked
+with the forward pass that committed it (the same colour for every token one forward
+committed), so a reader sees how many tokens each forward of a method accepts.
+
+Registered in `mmspec.apps.demo.TABS`; `build_caption_tab()` lays out its widgets inside
+the `gr.Tab` it is called in.
+"""
+
+from __future__ import annotations
+
+import functools
+import queue
+import threading
+import time
+
+import gradio as gr
+import numpy as np
+import torch
+from transformers.generation.streamers import BaseStreamer
+
+from mmspec.images import to_pil
+from mmspec.pipelines.captioning import CAPTIONER_ASSETS, TEXT_DECODINGS, CaptioningPipeline
+
+MAX_NEW_TOKENS = 96
+MAX_PROMPT_CHARS = 400
+
+
+@functools.cache
+def shipped_captioner() -> CaptioningPipeline:
+    pipe = CaptioningPipeline.from_pretrained(CAPTIONER_ASSETS)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+class ForwardChunks(BaseStreamer):
+    """A streamer that hands over, one list per forward, the token ids that forward
+    committed (`put` receives the prompt first, as transformers' `generate` sends it)."""
+
+    def __init__(self):
+        self.chunks: queue.Queue = queue.Queue()
+        self.seen_prompt = False
+
+    def put(self, value):
+        if not self.seen_prompt:
+            self.seen_prompt = True
+            return
+        self.chunks.put(value.flatten().tolist())
+
+    def end(self):
+        self.chunks.put(None)
+
+    def __iter__(self):
+        while (chunk := self.chunks.get()) is not None:
+            yield chunk
+
+
+def marked_tokens(tokenizer, token_ids, forwards) -> list[tuple[str, str]]:
+    """`(text, "forward k")` per token, for a `gr.HighlightedText`; special tokens dropped."""
+    special = set(tokenizer.all_special_ids)
+    return [(tokenizer.decode([t]), f"forward {k}") for t, k in zip(token_ids, forwards) if t not in special]
+
+
+def shapes_image(seed):
+    """A held-out Shapes image drawn from `seed`."""
+    from mmspec.datasets.shape_captions import render_scenes
+    from mmspec.datasets.shapes import NUM_CLASSES
+
+    rng = np.random.default_rng(int(seed))
+    images, _ = render_scenes(rng.integers(NUM_CLASSES, size=1), rng)
+    return to_pil(torch.from_numpy(images))[0]
+
+
+def caption_stream(image, prompt: str, decoding: str, max_new_tokens):
+    """Yields the caption so far as marked tokens, then the commit marks of the finished
+    decode and a line of statistics."""
+    if image is None:
+        raise gr.Error("give an image, or draw a Shapes image")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise gr.Error(f"the prompt is {len(prompt)} characters; at most {MAX_PROMPT_CHARS}")
+    pipe = shipped_captioner()
+    tokenizer = pipe.processor.tokenizer
+    streamer, result = ForwardChunks(), {}
+
+    def run():
+        try:
+            result["out"] = pipe(image, prompt=prompt.strip() or None, decoding=decoding,
+                                 max_new_tokens=int(max_new_tokens), streamer=streamer)
+        except ValueError as err:
+            result["error"] = str(err)
+            streamer.end()
+
+    began = time.perf_counter()
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    ids, forwards = [], []
+    for k, chunk in enumerate(streamer, start=1):
+        ids += chunk
+        forwards += [k] * len(chunk)
+        yield marked_tokens(tokenizer, ids, forwards), f"decoding ... {k} forward(s), {len(ids)} token(s)"
+    worker.join()
+    if "error" in result:
+        raise gr.Error(result["error"])
+    out = result["out"]
+    # commit_iteration counts the prefill as forward 0; the stream's first chunk is forward 1
+    tokens, commits = out.tokens[0].tolist(), (out.stats.commit_iteration[0] + 1).tolist()
+    n = sum(t not in set(tokenizer.all_special_ids) for t in tokens)
+    forwards_used = int(out.stats.forward_passes)
+    yield marked_tokens(tokenizer, tokens, commits), (
+        f"{decoding}: {n} tokens in {forwards_used} forward passes ({n / max(forwards_used, 1):.2f} tokens per forward), "
+        f"{time.perf_counter() - began:.2f} s"
+    )
+
+
+def build_caption_tab() -> None:
+    """Lays out the captioning tab inside the `gr.Tab` it is called in."""
+    with gr.Row():
+        with gr.Column():
+            image = gr.Image(type="pil", label="image", height=256)
+            with gr.Row():
+                seed = gr.Number(value=0, precision=0, minimum=0, label="Shapes seed")
+                draw = gr.Button("draw a Shapes image")
+            prompt = gr.Textbox(value="", label="prompt (empty: the captioner's default, with an example caption)",
+                                lines=3, max_length=MAX_PROMPT_CHARS)
+            decoding = gr.Dropdown(list(TEXT_DECODINGS), value="prompt-lookup", label="decoding")
+            max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=64, step=1, label="max new tokens")
+            run = gr.Button("caption", variant="primary")
+        with gr.Column():
+            caption = gr.HighlightedText(label="caption (one colour per forward pass)", combine_adjacent=False,
+                                         show_legend=False)
+            status = gr.Markdown()
+    draw.click(shapes_image, inputs=seed, outputs=image, api_name="draw_shapes")
+    run.click(caption_stream, inputs=[image, prompt, decoding, max_new_tokens], outputs=[caption, status], api_name="caption")

@@ -1,0 +1,193 @@
+"""`mmspec caption`: captions of image files, printed, or written as a resumable batch.
+
+A batch (`--out DIR`) writes one record per image, `records/{id}.json` (the image's file
+stem is its id), each through a temporary file and a rename, and skips images whose
+record exists, so an interrupted run continues where it stopped. The run's settings are
+recorded in `settings.json`; a folder holding a run with other settings is refused
+(`--restart` clears it). When every image is done the records are merged into
+`manifest.jsonl`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from PIL import Image, UnidentifiedImageError
+
+from mmspec.batch import (
+    ITEM_ID,
+    SETTINGS_FILE,
+    atomic_write,
+    check_settings,
+    check_writable,
+    clear_results,
+    item_seed,
+    write_manifest,
+)
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif")
+
+
+@dataclass(frozen=True)
+class ImageItem:
+    """One image to caption: its id (the file stem, a plain file name) and its path."""
+
+    id: str
+    path: Path
+
+
+def image_items(paths: list[str | Path]) -> list[ImageItem]:
+    """Image files, with folders expanded to their image files (sorted by name); ids are
+    file stems and must be unique. A missing path, a file that is no image (its header is
+    read) or a repeated stem is a ValueError."""
+    files = []
+    for given in map(Path, paths):
+        if given.is_dir():
+            found = sorted(p for p in given.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and not p.name.startswith("."))
+            if not found:
+                raise ValueError(f"folder {str(given)!r} holds no image files ({', '.join(IMAGE_SUFFIXES)})")
+            files += found
+        elif given.is_file():
+            files.append(given)
+        else:
+            raise ValueError(f"image {str(given)!r} does not exist")
+    items, seen = [], {}
+    for path in files:
+        if not ITEM_ID.fullmatch(path.stem):
+            raise ValueError(f"image {str(path)!r}: its name {path.stem!r} is not a plain file name (letters, digits, '-', '_', '.')")
+        if path.stem in seen:
+            raise ValueError(f"images {str(seen[path.stem])!r} and {str(path)!r} share the name {path.stem!r}; each needs its own")
+        seen[path.stem] = path
+        check_image_header(path)
+        items.append(ImageItem(path.stem, path))
+    return items
+
+
+def check_image_header(path: Path) -> None:
+    try:
+        with Image.open(path):
+            pass
+    except (OSError, UnidentifiedImageError) as err:
+        raise ValueError(f"cannot read image {str(path)!r}: {err}") from None
+
+
+def open_image(path: Path) -> Image.Image:
+    """The RGB image in `path`, or a one-line ValueError naming the file."""
+    try:
+        with Image.open(path) as im:
+            return im.convert("RGB")
+    except (OSError, UnidentifiedImageError) as err:
+        raise ValueError(f"cannot read image {str(path)!r}: {err}") from None
+
+
+def caption_items(pipe, items: list[ImageItem], batch_size: int, seed: int, call_kwargs: dict) -> Iterator[tuple[list[ImageItem], object, float]]:
+    """Captions `items` `batch_size` at a time; yields each chunk, the pipeline's output and
+    its seconds. A chunk's generator is seeded from `seed` and its first item's id."""
+    for start in range(0, len(items), batch_size):
+        chunk = items[start : start + batch_size]
+        images = [open_image(item.path) for item in chunk]
+        generator = torch.Generator().manual_seed(item_seed(seed, chunk[0].id))
+        began = time.perf_counter()
+        out = pipe(images, generator=generator, **call_kwargs)
+        yield chunk, out, time.perf_counter() - began
+
+
+def run_caption_batch(
+    pipe,
+    items: list[ImageItem],
+    out_dir: str | Path,
+    *,
+    batch_size: int = 8,
+    seed: int = 0,
+    call_kwargs: dict | None = None,
+    pipeline: str | None = None,
+    restart: bool = False,
+    on_item: Callable[[ImageItem, bool], None] | None = None,
+) -> Path:
+    """Captions the items that have no record in `out_dir` yet; returns the manifest.
+
+    Args:
+        pipe (`CaptioningPipeline`): the captioner.
+        items (`list[ImageItem]`): the images (`image_items`).
+        out_dir: `records/{id}.json`, `settings.json`, `manifest.jsonl` go here.
+        batch_size (`int`): images per pipeline call.
+        seed (`int`): seeds each call's generator (with the call's first id).
+        call_kwargs (`dict`): pipeline keywords (`prompt`, `decoding`, `max_new_tokens`,
+            `do_sample`, `temperature`, `top_k`, `top_p`); recorded as the run's settings.
+        pipeline (`str`): names the pipeline in the settings.
+        restart (`bool`): delete an earlier run's results in `out_dir` first.
+        on_item: called `(item, skipped)` once per item.
+    """
+    out_dir = Path(out_dir)
+    call_kwargs = dict(call_kwargs or {})
+    settings = json.loads(json.dumps({"pipeline": pipeline or type(pipe).__name__, "call": call_kwargs, "seed": seed,
+                                      "batch_size": batch_size}))
+    check_writable(out_dir)
+    if restart:
+        clear_results(out_dir)
+    check_settings(out_dir, settings)
+    records = out_dir / "records"
+    records.mkdir(parents=True, exist_ok=True)
+    atomic_write(out_dir / SETTINGS_FILE, lambda p: p.write_text(json.dumps(settings, indent=2) + "\n"))
+    todo = []
+    for item in items:
+        if (records / f"{item.id}.json").exists():
+            if on_item:
+                on_item(item, True)
+        else:
+            todo.append(item)
+    for chunk, out, seconds in caption_items(pipe, todo, batch_size, seed, call_kwargs):
+        forwards = int(out.stats.forward_passes)
+        for i, item in enumerate(chunk):
+            record = {"id": item.id, "image": str(item.path), "caption": out.text[i], "forward_passes": forwards,
+                      "batch": len(chunk), "seconds": seconds}
+            atomic_write(records / f"{item.id}.json", lambda p: p.write_text(json.dumps(record) + "\n"))
+            if on_item:
+                on_item(item, False)
+    return write_manifest(out_dir, items)
+
+
+def call_kwargs_from(args) -> dict:
+    """The pipeline keywords of `mmspec caption`'s flags, checked before any loading."""
+    from mmspec.pipelines.captioning import TEXT_DECODINGS
+
+    if args.decoding not in TEXT_DECODINGS:
+        raise ValueError(f"unknown decoding {args.decoding!r} for text; choose from {', '.join(TEXT_DECODINGS)}")
+    filters = {k: v for k, v in dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p).items() if v is not None}
+    if filters and not args.sample:
+        raise ValueError(f"{', '.join('--' + k.replace('_', '-') for k in filters)} need --sample (greedy decoding ignores them)")
+    if args.restart and not args.out:
+        raise ValueError("--restart clears a batch folder: give it with --out")
+    kwargs = {"decoding": args.decoding, "max_new_tokens": args.max_new_tokens, "do_sample": args.sample, **filters}
+    return kwargs if args.prompt is None else {"prompt": args.prompt, **kwargs}
+
+
+def caption_command(args, load: Callable) -> None:
+    """`mmspec caption IMAGE...`: prints `file: caption` lines, or with `--out` runs a
+    resumable batch. `load(args)` loads the pipeline, after every flag and file is checked."""
+    from tqdm import tqdm
+
+    call_kwargs = call_kwargs_from(args)
+    items = image_items(args.images)
+    if args.out:
+        check_writable(Path(args.out))
+    pipe = load(args)
+    pipe.check_generation(args.max_new_tokens, args.decoding, args.sample, args.temperature, args.top_k, args.top_p)
+    pipe.set_progress_bar_config(disable=True)
+    if not args.out:
+        for chunk, out, seconds in caption_items(pipe, items, args.batch_size, args.seed, call_kwargs):
+            for i, item in enumerate(chunk):
+                print(f"{item.path}: {out.text[i]}", flush=True)
+            print(f"({len(chunk)} image(s), {args.decoding}: {int(out.stats.forward_passes)} forward passes, {seconds:.2f} s)")
+        return
+    bar = tqdm(total=len(items), desc="caption", unit="img")
+    manifest = run_caption_batch(pipe, items, args.out, batch_size=args.batch_size, seed=args.seed, call_kwargs=call_kwargs,
+                                 pipeline=str(Path(args.pipeline).resolve()), restart=args.restart,
+                                 on_item=lambda item, skipped: bar.update(1))
+    bar.close()
+    print(f"captioned {len(items)} images; manifest: {manifest}")

@@ -1,0 +1,226 @@
+"""Captioning: image(s) and a prompt in, text out, through a transformers VLM (LLaVA)
+decoded by `mmspec.text.generate_text`.
+
+The shipped captioner (`mmspec/assets/captioner`, `scripts/train_captioner.py`) is a
+tiny LLaVA trained on Shapes images; any saved `CaptioningPipeline` folder (`model/`,
+`processor/`, `model_index.json`) loads the same way.
+
+Example:
+    >>> from mmspec.pipelines.captioning import CaptioningPipeline, CAPTIONER_ASSETS
+    >>> from mmspec.datasets.shape_captions import load_scenes
+    >>> from mmspec.images import to_pil
+    >>> pipe = CaptioningPipeline.from_pretrained(CAPTIONER_ASSETS)
+    >>> images, scenes = load_scenes("heldout", 1)
+    >>> out = pipe(to_pil(images), decoding="mc-sjd+lookup")  # doctest: +SKIP
+    >>> out.text[0]  # doctest: +SKIP
+    'this picture shows a large red circle in the centre . ...'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from diffusers import DiffusionPipeline
+from diffusers.utils import BaseOutput
+from PIL import Image
+
+from mmspec.checkpoint import check_finite
+from mmspec.decoding.config import DecodingConfig
+from mmspec.pipelines.pipeline_utils import as_prompts, load_transformers, pop_dtype, read_index, write_json
+
+CAPTIONER_ASSETS = Path(__file__).resolve().parents[1] / "assets" / "captioner"
+DEFAULT_PROMPT = "describe the picture ."  # when a saved pipeline names none
+# the engine's decodings for text (prompt-lookup: every forward redrafts from the prompt and text)
+TEXT_DECODINGS = ("ar", "sjd", "mc-sjd", "lookup", "mc-sjd+lookup", "prompt-lookup")
+MAX_TEMPERATURE = 10.0
+
+
+@dataclass
+class CaptioningPipelineOutput(BaseOutput):
+    """Attributes:
+    text (`list[str]`): one caption per image.
+    tokens (`torch.Tensor`): long `[B, N]`, the new token ids (padding after an EOS).
+    stats: the `DecodeStats` of the call (`commit_iteration [B, N]`: the forward that
+        committed each new token; `forward_passes`).
+    """
+
+    text: list[str]
+    tokens: torch.Tensor
+    stats: Any
+
+
+def as_images(images) -> list[Image.Image]:
+    """A non-empty list of PIL images from one image or a list of them."""
+    listed = [images] if isinstance(images, Image.Image) else list(images) if isinstance(images, (list, tuple)) else []
+    if not listed or not all(isinstance(im, Image.Image) for im in listed):
+        raise ValueError(f"images must be a PIL image or a non-empty list of PIL images, got {type(images).__name__}")
+    return listed
+
+
+class CaptioningPipeline(DiffusionPipeline):
+    """A VLM (`LlavaForConditionalGeneration`) and its `LlavaProcessor`, decoded by mmspec.
+
+    Args:
+        model (`LlavaForConditionalGeneration`): the VLM, in eval mode.
+        processor (`LlavaProcessor`): turns images and prompts into `pixel_values` and ids.
+        default_prompt (`str`, *optional*): the prompt of a call that gives none (saved in
+            `model_index.json`); the shipped captioner's carries an example caption whose
+            sentence pattern its answers follow.
+
+    Images are converted to RGB and resized (bicubic) to the vision tower's input size when
+    they differ from it, as CLIP's processors do. Saved as transformers saves each
+    component (`model/`, `processor/`) plus a `model_index.json`.
+    """
+
+    model_cpu_offload_seq = "model"
+    condition_kind = "image"
+
+    def __init__(self, model, processor, default_prompt: str = DEFAULT_PROMPT):
+        super().__init__()
+        self.register_modules(model=model, processor=processor)
+        self.default_prompt = as_prompts(default_prompt, "default_prompt")[0]
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: str | Path = CAPTIONER_ASSETS, **kwargs) -> "CaptioningPipeline":
+        """Loads a folder written by `save_pretrained` (the shipped captioner by default),
+        weights cast to `torch_dtype` (or `dtype`) when given; other keywords are refused."""
+        from transformers import LlavaForConditionalGeneration, LlavaProcessor
+
+        dtype = pop_dtype(cls, kwargs)
+        root, index = read_index(pretrained_model_name_or_path, cls)
+        model = load_transformers(LlavaForConditionalGeneration.from_pretrained, root / "model",
+                                  **({} if dtype is None else {"dtype": dtype}))
+        check_finite(model.named_parameters(), str(root / "model"))
+        processor = load_transformers(LlavaProcessor.from_pretrained, root / "processor")
+        return cls(model.eval(), processor, index.get("default_prompt", DEFAULT_PROMPT))
+
+    def save_pretrained(self, save_directory: str | Path, **kwargs) -> None:
+        root = Path(save_directory)
+        self.model.save_pretrained(root / "model")
+        self.processor.save_pretrained(root / "processor")
+        write_json(root / "model_index.json", {
+            "_class_name": type(self).__name__,
+            "model": ["transformers", type(self.model).__name__],
+            "processor": ["transformers", type(self.processor).__name__],
+            "default_prompt": self.default_prompt,
+        })
+
+    @property
+    def image_size(self) -> int:
+        """Pixels per side the vision tower takes."""
+        return self.model.config.vision_config.image_size
+
+    @property
+    def max_new_tokens(self) -> int:
+        """Room left in the model's positions after the image tokens (the prompt's length
+        is checked per call)."""
+        return self.model.config.text_config.max_position_embeddings - self.model.config.image_seq_length - 1
+
+    def check_inputs(self, images, prompt, max_new_tokens, decoding, do_sample, temperature, top_k, top_p):
+        """The images and one prompt per image, or a one-line ValueError for any argument."""
+        images = as_images(images)
+        prompts = as_prompts(self.default_prompt if prompt is None else prompt)
+        if len(prompts) == 1:
+            prompts = prompts * len(images)
+        if len(prompts) != len(images):
+            raise ValueError(f"got {len(prompts)} prompts for {len(images)} images; give one prompt, or one per image")
+        self.check_generation(max_new_tokens, decoding, do_sample, temperature, top_k, top_p)
+        return images, prompts
+
+    def check_generation(self, max_new_tokens, decoding, do_sample, temperature=None, top_k=None, top_p=None) -> None:
+        """Refuses generation settings this model cannot serve, in one line."""
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= self.max_new_tokens:
+            raise ValueError(f"max_new_tokens must be an integer from 1 to {self.max_new_tokens}, got {max_new_tokens!r}")
+        if not isinstance(decoding, DecodingConfig) and decoding not in TEXT_DECODINGS:
+            raise ValueError(f"unknown decoding {decoding!r} for text; choose from {', '.join(TEXT_DECODINGS)}")
+        if not isinstance(do_sample, bool):
+            raise ValueError(f"do_sample must be True or False, got {do_sample!r}")
+        if temperature is not None and not 0 < temperature <= MAX_TEMPERATURE:
+            raise ValueError(f"temperature must be in (0, {MAX_TEMPERATURE:g}], got {temperature}")
+        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0):
+            raise ValueError(f"top_k must be an integer >= 0 (0 = off), got {top_k!r}")
+        if top_p is not None and not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+
+    def encode(self, images: list[Image.Image], prompts: list[str]) -> dict[str, torch.Tensor]:
+        """Processor inputs: left-padded `input_ids`, `attention_mask`, `pixel_values`."""
+        size = (self.image_size, self.image_size)
+        rgb = [im.convert("RGB") for im in images]
+        rgb = [im if im.size == size else im.resize(size, Image.BICUBIC) for im in rgb]
+        texts = [f"{self.processor.image_token}{p}" for p in prompts]
+        inputs = self.processor(images=rgb, text=texts, padding=True, padding_side="left", return_tensors="pt")
+        return {k: v.to(self.device) for k, v in inputs.items()}
+
+    @torch.no_grad()
+    def __call__(
+        self,
+        images,
+        prompt: str | list[str] | None = None,
+        decoding: str | DecodingConfig = "prompt-lookup",
+        max_new_tokens: int = 64,
+        do_sample: bool = False,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        generator: torch.Generator | None = None,
+        streamer=None,
+        return_dict: bool = True,
+    ):
+        """Captions `images`.
+
+        Args:
+            images (`PIL.Image.Image` or `list`): the images, any size (resized to the
+                model's input size).
+            prompt (`str` or `list[str]`, *optional*): the instruction after the image,
+                one for all or one per image; defaults to `default_prompt`.
+            decoding (`str` or `DecodingConfig`, *optional*, defaults to "prompt-lookup"):
+                "ar", "sjd", "mc-sjd", "lookup" (sjd with n-gram lookup first drafts),
+                "mc-sjd+lookup", a `DecodingConfig` (another window), or "prompt-lookup"
+                (every forward redrafts from the prompt and text);
+                every one gives the model's own output (the greedy text, or samples of its
+                distribution).
+            max_new_tokens (`int`, *optional*, defaults to 64): at most this many tokens
+                per caption; each stops at its EOS.
+            do_sample (`bool`, *optional*, defaults to False): sample instead of greedy.
+            temperature, top_k, top_p (*optional*): sampling filters, as in transformers.
+            generator (`torch.Generator`, *optional*): the source of every random draw.
+            streamer (*optional*): a transformers streamer (`TextStreamer`,
+                `TextIteratorStreamer`); batch 1 only.
+            return_dict (`bool`, *optional*, defaults to True): a
+                `CaptioningPipelineOutput`, else a tuple `(text, stats)`.
+
+        Example:
+            >>> pipe = CaptioningPipeline.from_pretrained()  # doctest: +SKIP
+            >>> pipe(image, decoding="ar").text  # doctest: +SKIP
+            ['a small red circle sits ...']
+        """
+        from mmspec.text import generate_text
+
+        # 1. check_inputs
+        images, prompts = self.check_inputs(images, prompt, max_new_tokens, decoding, do_sample, temperature, top_k, top_p)
+        if streamer is not None and len(images) != 1:
+            raise ValueError(f"a streamer follows one caption; got {len(images)} images")
+        # 2. encode condition: image features enter in the prefill
+        inputs = self.encode(images, prompts)
+        positions = self.model.config.text_config.max_position_embeddings
+        if inputs["input_ids"].shape[1] + max_new_tokens > positions:
+            raise ValueError(f"the prompt takes {inputs['input_ids'].shape[1]} tokens (image included) and max_new_tokens is "
+                             f"{max_new_tokens}: more than the model's {positions} positions; shorten one")
+        sampling = {k: v for k, v in dict(temperature=temperature, top_k=top_k, top_p=top_p).items() if v is not None}
+        tokenizer = self.processor.tokenizer
+        # 3.-4. decode (cache, drafts and verification inside generate_text)
+        settings = dict(pixel_values=inputs["pixel_values"], generator=generator, streamer=streamer,
+                        max_new_tokens=max_new_tokens, do_sample=do_sample, eos_token_id=tokenizer.eos_token_id,
+                        pad_token_id=tokenizer.pad_token_id, **sampling)
+        ids, stats = generate_text(self.model, inputs["input_ids"], inputs["attention_mask"], decoding=decoding,
+                                   return_stats=True, **settings)
+        # 5. detokenize
+        tokens = ids[:, inputs["input_ids"].shape[1]:]
+        text = [t.strip() for t in tokenizer.batch_decode(tokens, skip_special_tokens=True)]
+        # 6. return
+        if not return_dict:
+            return text, stats
+        return CaptioningPipelineOutput(text=text, tokens=tokens, stats=stats)

@@ -1,0 +1,29 @@
+"""The shipped captioner: it loads offline, answers in its default prompt's template, and
+prompt-lookup decoding gives the same text as AR in at most half the forwards."""
+
+import pytest
+
+from mmspec.datasets.shape_captions import load_scenes
+from mmspec.images import to_pil
+from mmspec.pipelines import load_pipeline
+from mmspec.pipelines.captioning import CAPTIONER_ASSETS
+
+
+@pytest.fixture(scope="module")
+def pipe():
+    return load_pipeline(CAPTIONER_ASSETS)
+
+
+def test_captions_follow_the_default_prompts_example(pipe):
+    """The answer uses the example's template: its fixed words in its order."""
+    images, _ = load_scenes("heldout", 4)
+    for text in pipe(to_pil(images)).text:
+        assert text.startswith("the image contains one ") and text.endswith("is easy to see ."), text
+
+
+def test_lookup_drafts_match_ar_in_fewer_forwards(pipe):
+    image = to_pil(load_scenes("heldout", 1)[0])
+    ar = pipe(image, decoding="ar")
+    fast = pipe(image, decoding="prompt-lookup")
+    assert fast.text == ar.text
+    assert fast.stats.forward_passes * 2 <= ar.stats.forward_passes
