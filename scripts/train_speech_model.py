@@ -35,13 +35,13 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).parent))
 from train_default_model import Stage  # noqa: E402  (the shared resumable loop)
 
+from mmspec.assets import SPEECH_ASSETS  # noqa: E402
 from mmspec.batch import atomic_write  # noqa: E402
 from mmspec.datasets.spoken_digits import CLIP_SAMPLES, WORDS, load_split  # noqa: E402
 from mmspec.metrics.spoken_words import WordClassifier, WordClassifierConfig  # noqa: E402
 from mmspec.models.musicgen import WordCondition, delay_pattern  # noqa: E402
 from mmspec.tokenizers.audio_codec import MelCodec, MelCodecConfig  # noqa: E402
 
-SPEECH_ASSETS = Path(__file__).parents[1] / "mmspec" / "assets" / "speech"
 CODEC_CONFIG = MelCodecConfig()
 FRAMES = 48  # codec frames of a clip
 DECODER_CONFIG = tf.MusicgenDecoderConfig(

@@ -27,6 +27,7 @@ from mmspec.models.llamagen import LlamaGenGPT
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ
 
 DEFAULT_ASSETS = Path(__file__).resolve().parent / "default"
+SPEECH_ASSETS = Path(__file__).resolve().parent / "speech"  # a saved SpeechPipeline (scripts/train_speech_model.py)
 
 
 @dataclass

@@ -139,7 +139,7 @@ class MusicgenLM:
 
     def start(self, condition, *, guided: bool, extra_positions: int = 0) -> "MusicgenSession":
         states, mask = self.condition(condition)
-        return MusicgenSession(self.decoder, states, mask, guided=guided, slots=1 + self.max_new_tokens + extra_positions)
+        return MusicgenSession(self.decoder, states, mask, guided=guided, steps=self.max_new_tokens, extra_positions=extra_positions)
 
     def frames(self, tokens: torch.Tensor) -> torch.Tensor:
         """Codec codes `[B, K, F]` of decoded steps `[B, T, K]`."""
@@ -157,12 +157,15 @@ class MusicgenLM:
 class MusicgenSession(CachedSession):
     """One call: the rows `[cond; uncond]` of `batch_size` conditions, given as the
     decoder's `encoder_hidden_states [B, L, hidden]` and mask `[B, L]`; decoder position 0
-    holds the start token, generated step t sits at position t + 1."""
+    holds the start token, generated step t sits at position t + 1. The engine's scratch
+    slots past the end (padding inputs, whose logits nobody reads) take the last sinusoid,
+    so that the decoder's position table need only cover the steps."""
 
-    def __init__(self, model: nn.Module, states: torch.Tensor, mask: torch.Tensor, *, guided: bool, slots: int):
+    def __init__(self, model: nn.Module, states: torch.Tensor, mask: torch.Tensor, *, guided: bool, steps: int,
+                 extra_positions: int = 0):
         B = states.shape[0]
         decoder = model.model.decoder
-        super().__init__(allocate_cache(decoder.config, 2 * B if guided else B, slots, decoder.layer_norm.weight.dtype,
+        super().__init__(allocate_cache(decoder.config, 2 * B if guided else B, 1 + steps + extra_positions, decoder.layer_norm.weight.dtype,
                                         states.device), 1, batch_size=B, guided=guided)
         self.decoder, self.heads = decoder, model.lm_heads
         text, mask = states, mask.long()
@@ -170,8 +173,9 @@ class MusicgenSession(CachedSession):
             text, mask = torch.cat([text, torch.zeros_like(text)]), torch.cat([mask, torch.zeros_like(mask)])
         self.text, self.text_mask = text, mask
         self.cross, self.is_updated = DynamicCache(), {}
-        if decoder.embed_positions.weights.shape[0] < slots:
-            raise ValueError(f"{slots - 1} steps exceed the decoder's {decoder.embed_positions.weights.shape[0] - 1} positions")
+        self.last_position = decoder.embed_positions.weights.shape[0] - 1
+        if steps > self.last_position:
+            raise ValueError(f"{steps} steps exceed the decoder's {self.last_position} positions")
         rows = self.cache.rows
         start = torch.full((rows, 1, decoder.num_codebooks), model.config.decoder_start_token_id, device=states.device)
         slot0 = torch.zeros(rows, 1, dtype=torch.long, device=states.device)
@@ -184,7 +188,7 @@ class MusicgenSession(CachedSession):
         [R, n]`; the last id (pad) gets logit 0, which only forced slots allow."""
         d = self.decoder
         h = sum(d.embed_tokens[k](tokens[..., k]) for k in range(d.num_codebooks))
-        h = h + d.embed_positions.weights[slots].to(h.dtype)
+        h = h + d.embed_positions.weights[slots.clamp_max(self.last_position)].to(h.dtype)
         mask = additive_mask(self.cache.attention_mask(slots, segments), h.dtype)
         cross_mask = create_bidirectional_mask(config=d.config, inputs_embeds=h, attention_mask=self.text_mask,
                                                encoder_hidden_states=self.text)
