@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,12 +140,11 @@ class SpeechPipeline(DiffusionPipeline):
         return MusicgenLM(self.decoder, steps, condition=self.condition, codebook_vectors=self.codec.codebook)
 
     def check_decoding(self, decoding: str | DecodingConfig, steps: int | None = None) -> DecodingConfig:
-        """`decoding` parsed, refused when its window is longer than the clip's steps."""
+        """`decoding` parsed; a window longer than the clip's steps (a short `duration_s`
+        with the default window) is cut to the clip."""
         config = as_decoding(decoding)
         steps = steps or self.steps_for(None)
-        if config.method != "ar" and config.window > steps:
-            raise ValueError(f"window {config.window} is longer than the clip's {steps} steps; choose 1 to {steps}")
-        return config
+        return dataclasses.replace(config, window=steps) if config.method != "ar" and config.window > steps else config
 
     # --- loading and saving --------------------------------------------------------------
 
