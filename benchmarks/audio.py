@@ -8,7 +8,9 @@ Each method says the same (word, seed) list, one clip per call (batch 1: the lat
 user sees), with torch on one CPU thread. Reports per method: forward passes per clip and
 per second of audio, how many times fewer than AR, wall time (decoding and Griffin-Lim)
 and its ratio to AR, and word accuracy by the shipped classifier with its binomial
-standard error. Writes `benchmarks/results/audio.{md,json,png}`.
+standard error. Writes `benchmarks/results/audio.{md,json,png}`, and a sheet of log-mel
+spectrograms (`--spectrograms`): per word, a real held-out espeak-ng clip, then AR's and
+MC-SJD-with-copy-drafts' first clip.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ import torch
 from tqdm import tqdm
 
 from mmspec.assets import SPEECH_ASSETS
+from mmspec.batch import atomic_write
 from mmspec.bench import MethodResult, environment, report
+from mmspec.datasets.spoken_digits import load_split
+from mmspec.images import commit_heatmap, image_grid, label_rows
 from mmspec.decoding.config import DecodingConfig
 from mmspec.pipelines.audio import SpeechPipeline
 
@@ -31,8 +36,8 @@ METHODS = [
     DecodingConfig.from_name("sjd"),
     DecodingConfig.from_name("mc-sjd"),
     DecodingConfig.from_name("mc-sjd", init="previous-step"),  # copy drafts along time
-    DecodingConfig.from_name("mc-sjd+pcg"),
-    DecodingConfig.from_name("mc-sjd+pcg", init="previous-step"),
+    DecodingConfig.from_name("mc-sjd+pcg", init="previous-step"),  # 32 groups of the 64 codes
+    DecodingConfig.from_name("mc-sjd+pcg", init="previous-step", pcg_groups=8),  # coarser groups: more relaxed
 ]
 
 
@@ -56,12 +61,30 @@ def word_accuracy(pipe: SpeechPipeline, clips: torch.Tensor, words: list[str]) -
     return acc, math.sqrt(max(acc * (1 - acc), 1e-12) / len(words))
 
 
+def spectrogram(pipe: SpeechPipeline, clip: torch.Tensor, size: int = 160):
+    """A clip's log-mel spectrogram (the codec's bins, low frequencies at the bottom) as a picture."""
+    log_mel = pipe.codec.log_mel(clip[None])[0].T.flip(0)  # [n_mels, frames]
+    return commit_heatmap(log_mel.flatten(), tuple(log_mel.shape), size=size)
+
+
+def spectrogram_sheet(pipe: SpeechPipeline, results: list[MethodResult], per_word: int, path: Path) -> None:
+    """One row per word: a real held-out espeak-ng clip, then the first clip of each result."""
+    real, _ = load_split("heldout", len(pipe.words))
+    tiles = []
+    for i, word in enumerate(pipe.words):
+        tiles += [spectrogram(pipe, real[i]), *(spectrogram(pipe, r.images[i * per_word]) for r in results)]
+    sheet = label_rows(image_grid(tiles, cols=1 + len(results)), list(pipe.words))
+    atomic_write(path, lambda p: sheet.save(p, format="PNG"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--per-word", type=int, default=10, help="clips per word (default 10)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--out", default="benchmarks/results", help="output folder")
+    parser.add_argument("--spectrograms", default="docs/audio-spectrograms.png",
+                        help="where the sheet of real and generated spectrograms goes (default docs/audio-spectrograms.png)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -93,7 +116,8 @@ def main() -> None:
     }
     md, js, png = report(results, Path(args.out), "audio", meta)
     print(md.read_text())
-    print(f"wrote {md}, {js}, {png}")
+    spectrogram_sheet(pipe, [results[0], results[3]], args.per_word, Path(args.spectrograms))
+    print(f"wrote {md}, {js}, {png} and {args.spectrograms} (columns: real, {results[0].method}, {results[3].method})")
 
 
 if __name__ == "__main__":
