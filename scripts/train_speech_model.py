@@ -53,6 +53,7 @@ DECODER_CONFIG = tf.MusicgenDecoderConfig(
 TRAIN_CLIPS, HELDOUT_CLIPS, CLIP_CHUNK = 2000, 300, 250
 LM_STEPS, LM_BATCH, LM_LR, NULL_WORD_PROB = 2000, 32, 2e-3, 0.1
 CLF_STEPS, CLF_BATCH, CLF_LR = 400, 32, 2e-3
+DEFAULT_SAMPLING = {"guidance_scale": 3.0}  # MusicGen's own recipe: CFG 3, temperature 1
 
 
 def cached_clips(work: Path, split: str, n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -165,7 +166,7 @@ def accuracy(clf: WordClassifier, audio: torch.Tensor, labels: torch.Tensor) -> 
 def export(assets: Path, lm: SpeechLM, codec: MelCodec, clf: WordClassifier, seed: int) -> None:
     from mmspec.pipelines.audio import SpeechPipeline
 
-    pipe = SpeechPipeline(lm.decoder, lm.condition, codec, classifier=clf, frames=FRAMES,
+    pipe = SpeechPipeline(lm.decoder, lm.condition, codec, classifier=clf, frames=FRAMES, default_sampling=DEFAULT_SAMPLING,
                           metadata={"training": {"script": "scripts/train_speech_model.py", "seed": seed,
                                                  "dataset": "mmspec.datasets.spoken_digits"}})
     pipe.save_pretrained(assets)

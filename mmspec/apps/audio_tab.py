@@ -59,8 +59,14 @@ def build_speech_tab(pipe=None) -> None:
     a `SpeechPipeline` is given."""
     if pipe is None:
         from mmspec.assets import SPEECH_ASSETS
-        from mmspec.pipelines.audio import SpeechPipeline
 
+        try:
+            from mmspec.pipelines.audio import SpeechPipeline
+        except ModuleNotFoundError as err:
+            if err.name != "torchaudio":
+                raise
+            gr.Markdown("The speech model needs torchaudio, an optional extra: `pip install 'mmspec[audio]'`.")
+            return
         pipe = SpeechPipeline.from_pretrained(SPEECH_ASSETS)
         pipe.set_progress_bar_config(disable=True)
     defaults = pipe.default_sampling
