@@ -260,6 +260,12 @@ def cmd_mesh(args) -> None:
     run(args)
 
 
+def cmd_speak(args) -> None:
+    from mmspec.audio import speak_command
+
+    speak_command(args)
+
+
 def cmd_demo(args) -> None:
     try:
         from mmspec.apps.demo import launch
@@ -358,6 +364,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_mesh_parser(sub, add_pipeline, positive_int, seed_number)
     sub.choices["mesh"].set_defaults(run=cmd_mesh)
+
+    s = sub.add_parser("speak", help="say words with the speech model into a WAV, or a words file into a resumable batch")
+    add_pipeline(s)
+    s.set_defaults(pipeline=str(DEFAULT_ASSETS.parent / "speech"))
+    add_method(s)
+    add_decoding(s)
+    s.add_argument("words", nargs="*", help="words to say, one after another (seven three ...)")
+    s.add_argument("--duration", type=float, help="seconds per word (default: the model's clip length)")
+    s.add_argument("--out", default="outputs/speech.wav", help="output WAV for words (default outputs/speech.wav)")
+    s.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    s.add_argument("--prompts", help="batch: a text file of words, one per line (or .jsonl with prompt and id)")
+    s.add_argument("--out-dir", default="outputs/speech-batch", help="batch output: audio/, records/, manifest.jsonl")
+    s.set_defaults(run=cmd_speak)
 
     d = sub.add_parser("demo", help="launch the Gradio demo app (needs the [demo] extra)")
     add_pipeline(d)

@@ -19,6 +19,9 @@ PACKAGE_FILES = [
     "mmspec/assets/default/vqvae/model.safetensors",
     "mmspec/assets/default/classifier/config.json",
     "mmspec/assets/default/classifier/model.safetensors",
+    "mmspec/assets/speech/model_index.json",
+    "mmspec/assets/speech/decoder/model.safetensors",
+    "mmspec/assets/speech/codec/model.safetensors",
     "mmspec/apps/demo.py",
     "mmspec/hf_generate/custom_generate/generate.py",  # mmspec.CUSTOM_GENERATE for transformers
 ]

@@ -46,6 +46,7 @@ CONCURRENCY = 2  # requests decoded at once
 TABS: tuple[tuple[str, str, str], ...] = (
     ("Captions", "mmspec.apps.caption_tab", "build_caption_tab"),
     ("Meshes", "mmspec.apps.mesh_tab", "build_mesh_tab"),
+    ("Speech", "mmspec.apps.audio_tab", "build_speech_tab"),
 )
 QUEUE_SIZE = 16  # requests waiting beyond that are refused, not queued for ever
 

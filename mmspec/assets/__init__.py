@@ -28,6 +28,7 @@ from mmspec.tokenizers.llamagen_vq import LlamaGenVQ
 
 DEFAULT_ASSETS = Path(__file__).resolve().parent / "default"
 MESH_ASSETS = Path(__file__).resolve().parent / "mesh"  # the shipped mesh model (`mmspec.pipelines.mesh`)
+SPEECH_ASSETS = Path(__file__).resolve().parent / "speech"  # a saved SpeechPipeline (scripts/train_speech_model.py)
 
 
 @dataclass

@@ -10,6 +10,7 @@ PIPELINES = {
     "JanusPipeline": "mmspec.pipelines.janus",
     "CaptioningPipeline": "mmspec.pipelines.captioning",
     "MeshPipeline": "mmspec.pipelines.mesh",
+    "SpeechPipeline": "mmspec.pipelines.audio",
 }
 
 

@@ -93,5 +93,5 @@ def test_too_few_steps_and_other_models_are_refused(musicgen):
         MusicgenLM(musicgen, 3)
     llama = tf.LlamaForCausalLM(tf.LlamaConfig(vocab_size=8, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
                                                num_attention_heads=2))
-    with pytest.raises(ValueError, match="serves MusicgenForConditionalGeneration; got 'llama'"):
+    with pytest.raises(ValueError, match="serves MusicgenForConditionalGeneration or MusicgenForCausalLM; got .llama."):
         MusicgenLM(llama, 8)

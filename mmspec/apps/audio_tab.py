@@ -1,0 +1,109 @@
+"""The demo's Speech tab: one word said by AR and by an accelerated method from the same
+seed, both playable, with the forward at which each (frame, codebook) token was committed.
+
+Its endpoint is `/speak` (`word`, `method`, `seed`, `guidance_scale`, `temperature` ->
+`ar_audio`, `fast_audio`, `stats`, `heatmaps`, `status`).
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+import numpy as np
+import torch
+
+from mmspec.apps.demo import TABLE_HEADERS
+from mmspec.batch import MAX_SEED
+from mmspec.decoding.config import DecodingConfig
+from mmspec.images import commit_heatmap
+from mmspec.models.musicgen import undelay
+from mmspec.pipelines.pipeline_utils import sampling_config
+
+FAST_METHODS = {  # label -> (decoding name, first drafts)
+    "MC-SJD, copy drafts along time": ("mc-sjd", "previous-step"),
+    "MC-SJD": ("mc-sjd", "random"),
+    "SJD": ("sjd", "random"),
+    "MC-SJD + grouped rule (PCG)": ("mc-sjd+pcg", "previous-step"),
+}
+
+
+def commit_frames(commit_iteration: torch.Tensor, codebooks: int) -> torch.Tensor:
+    """`[K, frames]`: the forward that committed frame f of codebook k, from a clip's
+    per-step `commit_iteration [T]` (the delay pattern undone)."""
+    return undelay(commit_iteration[None, :, None].expand(1, -1, codebooks), codebooks)[0]
+
+
+def as_gradio_audio(audio: torch.Tensor, sample_rate: int) -> tuple[int, np.ndarray]:
+    return sample_rate, (audio.clamp(-1, 1) * 32767).to(torch.int16).numpy()
+
+
+def speak_both(pipe, word: str, label: str, seed: int, sampling: dict):
+    """AR and the chosen method from one seed: two clips, a cost table, two heatmaps."""
+    name, init = FAST_METHODS[label]
+    clips, rows, maps, baseline = [], [], [], None
+    for config in (DecodingConfig.from_name("ar"), DecodingConfig.from_name(name, init=init)):
+        out = pipe(word, decoding=config, generator=torch.Generator().manual_seed(seed), **sampling)
+        stats = out.stats[0]
+        baseline = baseline or stats
+        clips.append(as_gradio_audio(out.audios[0], out.sample_rate))
+        frames = commit_frames(stats.commit_iteration[0], pipe.codebooks)
+        title = f"{config.describe()}: commit forward per (codebook, frame)"
+        maps.append((commit_heatmap(frames.flatten(), tuple(frames.shape), size=480), title))
+        rows.append([config.describe(), "yes" if stats.exact else "no", stats.forward_passes, round(stats.tokens_per_forward, 2),
+                     round(stats.wall_time_s, 2), round(baseline.forward_passes / stats.forward_passes, 2),
+                     round(baseline.wall_time_s / max(stats.wall_time_s, 1e-9), 2)])
+    return clips[0], clips[1], rows, maps
+
+
+def build_speech_tab(pipe=None) -> None:
+    """Lays out the tab inside the current `gr.Tab`; loads the shipped speech model unless
+    a `SpeechPipeline` is given."""
+    if pipe is None:
+        from mmspec.assets import SPEECH_ASSETS
+
+        try:
+            from mmspec.pipelines.audio import SpeechPipeline
+        except ModuleNotFoundError as err:
+            if err.name != "torchaudio":
+                raise
+            gr.Markdown("The speech model needs torchaudio, an optional extra: `pip install 'mmspec[audio]'`.")
+            return
+        pipe = SpeechPipeline.from_pretrained(SPEECH_ASSETS)
+        pipe.set_progress_bar_config(disable=True)
+    defaults = pipe.default_sampling
+    gr.Markdown("A MusicGen decoder trained here says a word, 4 codebooks per step under MusicGen's delay pattern; "
+                "the heatmaps show the forward that committed each codebook's token of each frame (dark = early).")
+    with gr.Row():
+        with gr.Column(scale=1):
+            word = gr.Dropdown(pipe.words, value=pipe.words[7 % len(pipe.words)], label="word")
+            method = gr.Dropdown(list(FAST_METHODS), value=next(iter(FAST_METHODS)), label="accelerated method")
+            seed = gr.Textbox(value="0", label="seed")
+            guidance_scale = gr.Slider(0, 10, value=defaults["guidance_scale"], step=0.25, label="guidance scale")
+            temperature = gr.Slider(0, 2, value=defaults["temperature"], step=0.05, label="temperature (0 = greedy)")
+            run = gr.Button("Speak", variant="primary")
+            status = gr.Markdown("")
+        with gr.Column(scale=2):
+            with gr.Row():
+                ar_audio = gr.Audio(label="AR", type="numpy")
+                fast_audio = gr.Audio(label="accelerated", type="numpy")
+            stats = gr.Dataframe(headers=TABLE_HEADERS, label="stats")
+            heatmaps = gr.Gallery(label="commit order over (codebook, frame)", columns=1, height="auto")
+
+    def speak(word, method, seed, guidance_scale, temperature):
+        """AR and the accelerated method from one seed: both clips, a cost table, heatmaps and a status line."""
+        try:
+            if word not in pipe.words:
+                raise ValueError(f"unknown word {word!r}; this model speaks {', '.join(pipe.words)}")
+            if method not in FAST_METHODS:
+                raise ValueError(f"unknown method {method!r}; choose from {', '.join(FAST_METHODS)}")
+            seed_value = int(str(seed).strip()) if str(seed).strip().isdigit() else -1
+            if not 0 <= seed_value <= MAX_SEED:
+                raise ValueError(f"seed must be a whole number from 0 to {MAX_SEED}, got {seed!r}")
+            sampling = dict(guidance_scale=float(guidance_scale), temperature=float(temperature))
+            sampling_config({}, **sampling)
+            ar, fast, rows, maps = speak_both(pipe, word, method, seed_value, sampling)
+        except ValueError as err:
+            return None, None, [], [], f"**Cannot speak:** {err}"
+        return ar, fast, rows, maps, f"Done: {word!r} by AR and {method} from seed {seed_value}."
+
+    run.click(speak, [word, method, seed, guidance_scale, temperature], [ar_audio, fast_audio, stats, heatmaps, status],
+              api_name="speak")

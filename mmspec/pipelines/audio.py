@@ -1,0 +1,263 @@
+"""SpeechPipeline: a word-conditioned MusicGen decoder over a mel codec, decoded by any mmspec method.
+
+The shipped speech model (`mmspec.assets.SPEECH_ASSETS`) says one of ten digit words. Its
+decoder is transformers' `MusicgenForCausalLM`, served by the same `MusicgenLM` adapter as
+MusicGen checkpoints, with a `WordCondition` table in place of T5; its tokens are the K
+codebooks of a residual-VQ `MelCodec` under MusicGen's delay pattern.
+
+Example:
+    >>> from mmspec.pipelines.audio import SpeechPipeline
+    >>> from mmspec.assets import SPEECH_ASSETS
+    >>> pipe = SpeechPipeline.from_pretrained(SPEECH_ASSETS)  # doctest: +SKIP
+    >>> out = pipe("seven", decoding="mc-sjd", generator=torch.Generator().manual_seed(0))  # doctest: +SKIP
+    >>> out.audios.shape, out.sample_rate, out.stats[0].forward_passes  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from diffusers import DiffusionPipeline
+from diffusers.utils import BaseOutput
+from safetensors.torch import save_file
+
+from mmspec.checkpoint import load_into, read_state_dict
+from mmspec.decoding.config import DecodingConfig
+from mmspec.decoding.generate import as_decoding
+from mmspec.decoding.stats import DecodeStats
+from mmspec.metrics.spoken_words import WordClassifier, WordClassifierConfig
+from mmspec.models.musicgen import MusicgenLM, WordCondition
+from mmspec.pipelines.pipeline_utils import (
+    TokenImagePipeline,
+    as_prompts,
+    check_generator,
+    load_transformers,
+    pop_dtype,
+    read_index,
+    read_json,
+    resolve_sampling,
+    sampling_config,
+    write_json,
+)
+from mmspec.tokenizers.audio_codec import MelCodec
+
+OUTPUT_TYPES = ("pt", "np", "tokens")
+INDEX_KEYS = ("_class_name", "decoder", "condition", "codec", "classifier", "frames", "default_sampling")
+MAX_AUDIOS_PER_CALL = 256  # a bound on one call's work; the cache of a clip is a few hundred kB
+
+
+@dataclass
+class AudioPipelineOutput(BaseOutput):
+    """Attributes:
+    audios: float waveforms `[B, samples]` in [-1, 1] (`torch.Tensor` or `np.ndarray`, as
+        `output_type` asked), or the decoded steps `[B, T, K]` for "tokens".
+    sample_rate (`int`): samples per second of `audios`.
+    stats (`list[DecodeStats]`): one per clip.
+    tokens (`torch.Tensor`): long `[B, T, K]`, the generated steps (delay pattern included).
+    codes (`torch.Tensor`): long `[B, K, frames]`, the codec codes (the pattern undone).
+    """
+
+    audios: object
+    sample_rate: int
+    stats: list[DecodeStats]
+    tokens: torch.Tensor
+    codes: torch.Tensor
+
+
+class SpeechPipeline(DiffusionPipeline):
+    """`decoder` (`MusicgenForCausalLM`) + `condition` (`WordCondition`) + `codec`
+    (`MelCodec`), and optionally the `classifier` that judges the words it says.
+
+    Saved as transformers saves the decoder (`decoder/`), safetensors + JSON for the other
+    components, and a `model_index.json`; load with `from_pretrained` or
+    `mmspec.pipelines.load_pipeline`.
+
+    Args:
+        frames (`int`): codec frames of a clip the decoder was trained on: the longest
+            clip it makes.
+        default_sampling (`dict`, *optional*): sampling defaults saved with the model.
+        metadata (`dict`, *optional*): other `model_index.json` entries (training provenance).
+    """
+
+    model_cpu_offload_seq = "condition->decoder->codec"
+    _optional_components = ["classifier"]
+    condition_kind = "prompt"
+    decode_tokens = TokenImagePipeline.decode_tokens  # the engine under a progress bar, with callbacks
+
+    def __init__(self, decoder, condition: WordCondition, codec: MelCodec, classifier: WordClassifier | None = None,
+                 frames: int = 48, default_sampling: dict | None = None, metadata: dict | None = None):
+        super().__init__()
+        self.register_modules(decoder=decoder, condition=condition, codec=codec, classifier=classifier)
+        self.frames = int(frames)
+        self._saved_sampling = dict(default_sampling or {})
+        self._default_sampling = resolve_sampling({}, self._saved_sampling)
+        self.metadata = dict(metadata or {})
+        limit = decoder.model.decoder.embed_positions.weights.shape[0] - 1 - (decoder.num_codebooks - 1)
+        if not 1 <= self.frames <= limit:
+            raise ValueError(f"frames must lie in [1, {limit}] (the decoder's positions), got {frames}")
+
+    # --- what a front end reads ----------------------------------------------------------
+
+    @property
+    def words(self) -> list[str]:
+        return list(self.condition.words)
+
+    @property
+    def sample_rate(self) -> int:
+        return self.codec.config.sample_rate
+
+    @property
+    def codebooks(self) -> int:
+        return self.decoder.num_codebooks
+
+    @property
+    def max_duration_s(self) -> float:
+        """The longest clip: the length the decoder was trained on."""
+        return self.frames / self.codec.frame_rate
+
+    @property
+    def default_sampling(self) -> dict:
+        return dict(self._default_sampling)
+
+    def steps_for(self, duration_s: float | None) -> int:
+        """Decoder steps of a clip of `duration_s` seconds (frames + K - 1 under the delay
+        pattern); a duration the model cannot make is refused."""
+        if duration_s is None:
+            return self.frames + self.codebooks - 1
+        if isinstance(duration_s, bool) or not isinstance(duration_s, (int, float)):
+            raise ValueError(f"duration_s must be a number of seconds, got {duration_s!r}")
+        frames = round(duration_s * self.codec.frame_rate)
+        if not 1 <= frames <= self.frames:
+            raise ValueError(f"duration {duration_s:g} s is outside what this model makes: "
+                             f"{1 / self.codec.frame_rate:.3f} to {self.max_duration_s:.3f} s")
+        return frames + self.codebooks - 1
+
+    def token_model(self, steps: int) -> MusicgenLM:
+        return MusicgenLM(self.decoder, steps, condition=self.condition, codebook_vectors=self.codec.codebook)
+
+    def check_decoding(self, decoding: str | DecodingConfig, steps: int | None = None) -> DecodingConfig:
+        """`decoding` parsed; a window longer than the clip's steps (a short `duration_s`
+        with the default window) is cut to the clip."""
+        config = as_decoding(decoding)
+        steps = steps or self.steps_for(None)
+        return dataclasses.replace(config, window=steps) if config.method != "ar" and config.window > steps else config
+
+    # --- loading and saving --------------------------------------------------------------
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: str | Path, **kwargs) -> "SpeechPipeline":
+        """Loads a directory written by `save_pretrained` (the shipped model:
+        `mmspec.assets.SPEECH_ASSETS`); `torch_dtype` casts the decoder."""
+        from transformers import MusicgenForCausalLM
+
+        dtype = pop_dtype(cls, kwargs)
+        root, index = read_index(pretrained_model_name_or_path, cls)
+        decoder = load_transformers(MusicgenForCausalLM.from_pretrained, root / "decoder",
+                                    **({} if dtype is None else {"dtype": dtype})).eval()
+        spec = read_json(root / "condition" / "config.json", "word condition")
+        condition = WordCondition(spec.get("words"), spec.get("hidden_size"))
+        load_into(condition, read_state_dict(root / "condition" / "model.safetensors"), what="word condition")
+        condition = condition.to(decoder.dtype).eval()
+        codec = MelCodec.from_pretrained(root / "codec")
+        classifier = None
+        if (root / "classifier").is_dir():
+            config = WordClassifierConfig.from_dict(read_json(root / "classifier" / "config.json", "word classifier"))
+            classifier = WordClassifier.from_checkpoint(root / "classifier" / "model.safetensors", config)
+        metadata = {k: v for k, v in index.items() if k not in INDEX_KEYS}
+        return cls(decoder, condition, codec, classifier, index.get("frames", 48), index.get("default_sampling"), metadata)
+
+    def save_pretrained(self, save_directory: str | Path, **kwargs) -> None:
+        root = Path(save_directory)
+        self.decoder.save_pretrained(root / "decoder")
+        write_json(root / "condition" / "config.json", self.condition.config)
+        save_file({k: v.detach().contiguous().cpu() for k, v in self.condition.state_dict().items()},
+                  str(root / "condition" / "model.safetensors"))
+        self.codec.save_pretrained(root / "codec")
+        if self.classifier is not None:
+            write_json(root / "classifier" / "config.json", self.classifier.config.to_dict())
+            save_file({k: v.detach().contiguous().cpu() for k, v in self.classifier.state_dict().items()},
+                      str(root / "classifier" / "model.safetensors"))
+        write_json(root / "model_index.json", {
+            "_class_name": type(self).__name__,
+            "decoder": ["transformers", "MusicgenForCausalLM"],
+            "condition": ["mmspec.models.musicgen", "WordCondition"],
+            "codec": ["mmspec.tokenizers.audio_codec", "MelCodec"],
+            **({"classifier": ["mmspec.metrics.spoken_words", "WordClassifier"]} if self.classifier is not None else {}),
+            "frames": self.frames,
+            "default_sampling": self._saved_sampling,
+            **self.metadata,
+        })
+
+    # --- the call ----------------------------------------------------------------------
+
+    @torch.no_grad()
+    def __call__(
+        self,
+        prompt: str | list[str],
+        decoding: str | DecodingConfig = "mc-sjd",
+        duration_s: float | None = None,
+        guidance_scale: float | None = None,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        num_audios_per_prompt: int = 1,
+        generator: torch.Generator | list[torch.Generator] | None = None,
+        output_type: str = "pt",
+        return_dict: bool = True,
+        callback_on_step_end: Callable | None = None,
+    ):
+        """Says each word of `prompt`.
+
+        Args:
+            prompt (`str` or `list[str]`): words from `pipe.words`.
+            decoding (`str` or `DecodingConfig`, *optional*, defaults to "mc-sjd"): any method
+                of `mmspec.decoding` ("ar", "sjd", "mc-sjd+pcg", ...; `init="previous-step"`
+                drafts each codebook's token from its previous step).
+            duration_s (`float`, *optional*): clip length, at most `max_duration_s` (the default).
+            guidance_scale, temperature, top_k, top_p (*optional*): sampling; default the
+                pipeline's default sampling.
+            num_audios_per_prompt (`int`, *optional*, defaults to 1): clips per word.
+            generator (`torch.Generator` or `list[torch.Generator]`, *optional*): every random
+                draw; a list gives one per clip.
+            output_type (`str`, *optional*, defaults to "pt"): "pt", "np" or "tokens".
+            return_dict (`bool`, *optional*, defaults to True): an `AudioPipelineOutput`, else
+                a tuple `(audios, stats)`.
+            callback_on_step_end (`Callable`, *optional*): `fn(pipe, step, tokens_committed, {})`
+                after every forward.
+        """
+        # 1. check inputs
+        sampling = sampling_config(self._default_sampling, guidance_scale=guidance_scale, temperature=temperature,
+                                   top_k=top_k, top_p=top_p)
+        words = as_prompts(prompt)
+        word_ids = self.condition.word_ids([w.strip().lower() for w in words])
+        if isinstance(num_audios_per_prompt, bool) or not isinstance(num_audios_per_prompt, int) or num_audios_per_prompt < 1:
+            raise ValueError(f"num_audios_per_prompt must be an integer >= 1, got {num_audios_per_prompt!r}")
+        n = len(words) * num_audios_per_prompt
+        if n > MAX_AUDIOS_PER_CALL:
+            raise ValueError(f"{n} clips in one call exceed {MAX_AUDIOS_PER_CALL}; split the request")
+        if output_type not in OUTPUT_TYPES:
+            raise ValueError(f"unknown output_type {output_type!r}; choose from {', '.join(OUTPUT_TYPES)}")
+        steps = self.steps_for(duration_s)
+        decoding = self.check_decoding(decoding, steps)
+        generator = check_generator(generator, n)
+        # 2. the condition: word ids, which the token model's WordCondition embeds
+        condition = word_ids.repeat_interleave(num_audios_per_prompt)
+        # 3. the token model and its layout (delay pattern, codec vectors for pcg)
+        lm = self.token_model(steps)
+        # 4. decode
+        tokens, stats = self.decode_tokens(lm, condition, lm.layout(), decoding, sampling, generator, callback_on_step_end)
+        # 5. detokenize
+        codes = lm.frames(tokens)
+        if output_type == "tokens":
+            audios = tokens
+        else:
+            audios = self.codec.decode(codes)
+            audios = audios.numpy() if output_type == "np" else audios
+        # 6. return
+        if not return_dict:
+            return audios, stats
+        return AudioPipelineOutput(audios=audios, sample_rate=self.sample_rate, stats=stats, tokens=tokens, codes=codes)

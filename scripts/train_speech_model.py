@@ -1,0 +1,203 @@
+"""Trains the shipped speech model on one CPU thread and exports it to mmspec/assets/speech/.
+
+One command, reproducible from a seed, in stages that each save to the work directory
+and resume from there when the command is rerun:
+
+1. `clips`: espeak-ng speech of the ten digits (`mmspec.datasets.spoken_digits`), train
+   and held-out splits, generated in chunks and cached (a rerun continues the cache).
+2. `codec`: the residual-VQ mel codec (`mmspec.tokenizers.audio_codec`), residual k-means
+   on the training clips' log-mel frames.
+3. `classifier`: the judge (`mmspec.metrics.spoken_words`), a log-mel CNN trained on the
+   real clips, with gain, noise and time-shift augmentation.
+4. `lm`: a MusicGen decoder (`MusicgenForCausalLM`, transformers' own class) over the
+   codec's K codebooks under MusicGen's delay pattern, cross-attending to a word
+   embedding (`WordCondition`); the word is replaced by MusicGen's null condition (zero
+   states, nothing to attend) with probability `NULL_WORD_PROB`, for classifier-free
+   guidance.
+
+Then `export` writes a saved `SpeechPipeline` to `--assets`.
+
+    PYTHONPATH=. python scripts/train_speech_model.py            # or rerun to resume
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import transformers as tf
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).parent))
+from train_default_model import Stage  # noqa: E402  (the shared resumable loop)
+
+from mmspec.assets import SPEECH_ASSETS  # noqa: E402
+from mmspec.batch import atomic_write  # noqa: E402
+from mmspec.datasets.spoken_digits import CLIP_SAMPLES, WORDS, load_split  # noqa: E402
+from mmspec.metrics.spoken_words import WordClassifier, WordClassifierConfig  # noqa: E402
+from mmspec.models.musicgen import WordCondition, delay_pattern  # noqa: E402
+from mmspec.tokenizers.audio_codec import MelCodec, MelCodecConfig  # noqa: E402
+
+CODEC_CONFIG = MelCodecConfig()
+FRAMES = 48  # codec frames of a clip
+DECODER_CONFIG = tf.MusicgenDecoderConfig(
+    vocab_size=CODEC_CONFIG.codebook_size, num_codebooks=CODEC_CONFIG.codebooks, hidden_size=128, num_hidden_layers=3,
+    num_attention_heads=4, ffn_dim=384, max_position_embeddings=64, dropout=0.0, attention_dropout=0.0,
+    activation_dropout=0.0, layerdrop=0.0, pad_token_id=CODEC_CONFIG.codebook_size,
+    bos_token_id=CODEC_CONFIG.codebook_size, decoder_start_token_id=CODEC_CONFIG.codebook_size,
+)
+TRAIN_CLIPS, HELDOUT_CLIPS, CLIP_CHUNK = 2000, 300, 250
+LM_STEPS, LM_BATCH, LM_LR, NULL_WORD_PROB = 2000, 32, 2e-3, 0.1
+CLF_STEPS, CLF_BATCH, CLF_LR = 400, 32, 2e-3
+DEFAULT_SAMPLING = {"guidance_scale": 3.0}  # MusicGen's own recipe: CFG 3, temperature 1
+
+
+def cached_clips(work: Path, split: str, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first `n` clips of `split`, cached in `work/clips-<split>.pt` chunk by chunk."""
+    path = work / f"clips-{split}.pt"
+    saved = torch.load(path, weights_only=True) if path.exists() else None
+    audio = saved["audio"] if saved else torch.zeros(0, CLIP_SAMPLES)
+    labels = saved["labels"] if saved else torch.zeros(0, dtype=torch.long)
+    for start in tqdm(range(len(labels), n, CLIP_CHUNK), desc=f"clips-{split}", unit="chunk"):
+        a, y = load_split(split, min(CLIP_CHUNK, n - start), start=start)
+        audio, labels = torch.cat([audio, a]), torch.cat([labels, y])
+        atomic_write(path, lambda tmp: torch.save({"audio": audio, "labels": labels}, tmp))
+    return audio[:n], labels[:n]
+
+
+def fit_codec(work: Path, audio: torch.Tensor, seed: int) -> MelCodec:
+    folder = work / "codec"
+    if (folder / "model.safetensors").exists():
+        return MelCodec.from_pretrained(folder)
+    codec = MelCodec.fit(audio, CODEC_CONFIG, torch.Generator().manual_seed(seed))
+    codec.save_pretrained(folder)
+    return codec
+
+
+def delayed_steps(codes: torch.Tensor) -> torch.Tensor:
+    """Codes `[B, K, F]` -> MusicGen's steps `[B, F + K - 1, K]`: frame f of codebook k at
+    step f + k, the pad id in the pattern's corners."""
+    B, K, Fr = codes.shape
+    pad = DECODER_CONFIG.pad_token_id
+    steps = torch.full((B, Fr + K - 1, K), pad, dtype=torch.long)
+    for k in range(K):
+        steps[:, k : k + Fr, k] = codes[:, k]
+    assert torch.equal(steps[0] == pad, delay_pattern(Fr + K - 1, K, pad) >= 0)
+    return steps
+
+
+class SpeechLM(torch.nn.Module):
+    """What the `lm` stage trains: the decoder and its word table together."""
+
+    def __init__(self):
+        super().__init__()
+        self.decoder = tf.MusicgenForCausalLM(DECODER_CONFIG)
+        self.condition = WordCondition(list(WORDS), DECODER_CONFIG.hidden_size)
+
+
+def lm_loss(lm: SpeechLM, steps: torch.Tensor, words: torch.Tensor, null: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of every unforced slot of `steps [B, T, K]`, teacher-forced after the
+    start token; `null [B]` rows get MusicGen's null condition."""
+    B, T, K = steps.shape
+    pad = DECODER_CONFIG.pad_token_id
+    inputs = torch.cat([torch.full((B, 1, K), pad), steps[:, :-1]], 1)  # start token at position 0
+    states, mask = lm.condition(words)
+    states = states * (~null)[:, None, None]
+    mask = mask * (~null)[:, None]
+    logits = lm.decoder(input_ids=inputs.permute(0, 2, 1).reshape(B * K, T), encoder_hidden_states=states,
+                        encoder_attention_mask=mask).logits.view(B, K, T, -1).permute(0, 2, 1, 3)
+    targets = steps.masked_fill(steps == pad, -100)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=-100)
+
+
+def train_lm(work: Path, seed: int, steps_data: torch.Tensor, words: torch.Tensor, total: int) -> SpeechLM:
+    torch.manual_seed(seed + 1)
+    lm = SpeechLM()
+    stage = Stage("lm", work, lm, LM_LR, seed + 1, weight_decay=0.05)
+
+    def step():
+        idx = torch.randint(len(steps_data), (LM_BATCH,), generator=stage.generator)
+        null = torch.rand(LM_BATCH, generator=stage.generator) < NULL_WORD_PROB
+        loss = lm_loss(lm, steps_data[idx], words[idx], null)
+        stage.update(loss, max_grad_norm=1.0)
+        return {"loss": loss.item()}
+
+    if stage.step < total:
+        stage.run(total, LM_LR, warmup=100, step_fn=step)
+    return lm.eval()
+
+
+def augment(audio: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Word-preserving changes of `audio [B, samples]`: a shift of up to 0.1 s, a gain, and
+    white noise up to 1% of full scale."""
+    B, S = audio.shape
+    shifts = torch.randint(-S // 8, S // 8 + 1, (B,), generator=generator).tolist()
+    audio = torch.stack([torch.roll(a, s) for a, s in zip(audio, shifts)])
+    gain = 0.3 + 0.7 * torch.rand(B, 1, generator=generator)
+    noise = 0.01 * torch.rand(B, 1, generator=generator) * torch.randn(B, S, generator=generator)
+    return audio * gain + noise
+
+
+def train_classifier(work: Path, seed: int, audio: torch.Tensor, labels: torch.Tensor) -> WordClassifier:
+    torch.manual_seed(seed + 2)
+    clf = WordClassifier(WordClassifierConfig(num_classes=len(WORDS)))
+    stage = Stage("classifier", work, clf, CLF_LR, seed + 2, weight_decay=0.01)
+
+    def step():
+        idx = torch.randint(len(audio), (CLF_BATCH,), generator=stage.generator)
+        loss = F.cross_entropy(clf(augment(audio[idx], stage.generator)), labels[idx])
+        stage.update(loss)
+        return {"loss": loss.item()}
+
+    if stage.step < CLF_STEPS:
+        stage.run(CLF_STEPS, CLF_LR, warmup=20, step_fn=step)
+    return clf.eval()
+
+
+@torch.no_grad()
+def accuracy(clf: WordClassifier, audio: torch.Tensor, labels: torch.Tensor) -> float:
+    return float((torch.cat([clf(a).argmax(-1) for a in audio.split(100)]) == labels).float().mean())
+
+
+def export(assets: Path, lm: SpeechLM, codec: MelCodec, clf: WordClassifier, seed: int) -> None:
+    from mmspec.pipelines.audio import SpeechPipeline
+
+    pipe = SpeechPipeline(lm.decoder, lm.condition, codec, classifier=clf, frames=FRAMES, default_sampling=DEFAULT_SAMPLING,
+                          metadata={"training": {"script": "scripts/train_speech_model.py", "seed": seed,
+                                                 "dataset": "mmspec.datasets.spoken_digits"}})
+    pipe.save_pretrained(assets)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work", default="outputs/train-speech", help="checkpoints (default outputs/train-speech)")
+    parser.add_argument("--assets", default=str(SPEECH_ASSETS), help="export folder (default: mmspec/assets/speech)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    parser.add_argument("--lm-steps", type=int, default=LM_STEPS, help=f"decoder training steps (default {LM_STEPS})")
+    parser.add_argument("--train-clips", type=int, default=TRAIN_CLIPS, help=f"training clips (default {TRAIN_CLIPS})")
+    args = parser.parse_args()
+    if args.lm_steps < 1 or args.train_clips < 10:
+        parser.error(f"--lm-steps must be >= 1 and --train-clips >= 10, got {args.lm_steps} and {args.train_clips}")
+    torch.set_num_threads(args.threads)
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    audio, labels = cached_clips(work, "train", args.train_clips)
+    held_audio, held_labels = cached_clips(work, "heldout", HELDOUT_CLIPS)
+    codec = fit_codec(work, audio, args.seed)
+    clf = train_classifier(work, args.seed, audio, labels)
+    print(f"classifier accuracy: held-out clips {accuracy(clf, held_audio, held_labels):.3f}, "
+          f"through the codec {accuracy(clf, codec.decode(codec.encode(held_audio[:200])), held_labels[:200]):.3f}")
+    steps_data = delayed_steps(torch.cat([codec.encode(a) for a in audio.split(250)]))
+    lm = train_lm(work, args.seed, steps_data, labels, args.lm_steps)
+    export(Path(args.assets), lm, codec, clf, args.seed)
+    print(f"exported to {args.assets} after {time.perf_counter() - started:.0f} s in this run")
+
+
+if __name__ == "__main__":
+    main()

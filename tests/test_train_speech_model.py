@@ -1,0 +1,48 @@
+"""The speech training script: its delay pattern is MusicGen's, the loss skips the forced
+slots, and the clip cache continues where an interrupted run stopped."""
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from mmspec.models.musicgen import delay_pattern, undelay
+
+
+def load_script():
+    path = Path(__file__).parents[1] / "scripts" / "train_speech_model.py"
+    spec = importlib.util.spec_from_file_location("train_speech_model", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_delayed_steps_follow_the_pattern_and_undelay_back():
+    script = load_script()
+    codes = torch.randint(64, (2, 4, 6))
+    steps = script.delayed_steps(codes)
+    assert steps.shape == (2, 9, 4)
+    assert torch.equal(steps[0] == 64, delay_pattern(9, 4, 64) >= 0)
+    assert torch.equal(undelay(steps, 4), codes)
+
+
+def test_the_loss_ignores_forced_slots():
+    script = load_script()
+    torch.manual_seed(0)
+    lm = script.SpeechLM().eval()
+    steps = script.delayed_steps(torch.randint(64, (2, 4, 6)))
+    words, null = torch.tensor([1, 2]), torch.tensor([False, True])
+    loss = script.lm_loss(lm, steps, words, null)
+    assert torch.isfinite(loss) and 3.0 < float(loss) < 6.0  # about log(64) for an untrained model
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is a Debian package (.ci/run installs it)")
+def test_clip_cache_continues_an_interrupted_run(tmp_path, monkeypatch):
+    script = load_script()
+    monkeypatch.setattr(script, "CLIP_CHUNK", 2)
+    first, _ = script.cached_clips(tmp_path, "heldout", 2)
+    audio, labels = script.cached_clips(tmp_path, "heldout", 3)
+    assert torch.equal(audio[:2], first) and labels.tolist() == [0, 1, 2]
+    assert len(torch.load(tmp_path / "clips-heldout.pt", weights_only=True)["labels"]) == 3
