@@ -248,6 +248,12 @@ def cmd_batch(args) -> None:
         print(f"wrote {len(items)} items; manifest: {manifest}")
 
 
+def cmd_video(args) -> None:
+    from mmspec.video_cli import run
+
+    run(args)
+
+
 def cmd_demo(args) -> None:
     try:
         from mmspec.apps.demo import launch
@@ -323,6 +329,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="delete the results of an earlier run in --out (needed when its settings differ) and start over")
     t.set_defaults(run=cmd_batch)
 
+    from mmspec.video_cli import add_video_arguments
+
+    v = sub.add_parser("video", help="generate videos (GIF or MP4) from a video pipeline, per class or as a resumable batch")
+    add_video_arguments(v)
+    v.set_defaults(run=cmd_video)
+
     d = sub.add_parser("demo", help="launch the Gradio demo app (needs the [demo] extra)")
     add_pipeline(d)
     d.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
@@ -338,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit:  # --help, or a bad flag already reported in one line
         return exit.code
     try:
-        if args.command != "demo":  # bad flags fail before any loading
+        if args.command not in ("demo", "video"):  # bad flags fail before any loading
             decoding_configs(args)
             sampling_kwargs(args)
         args.run(args)

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 from train_default_model import Stage
 
-from mmspec.assets import DEFAULT_ASSETS
+from mmspec.assets import DEFAULT_ASSETS, VIDEO_ASSETS
 from mmspec.batch import atomic_write
 from mmspec.datasets.moving_shapes import CLASS_NAMES, FRAME_SIZE, NUM_CLASSES, NUM_FRAMES, load_split
 from mmspec.metrics.video import VideoClassifier, VideoClassifierConfig
@@ -37,14 +37,13 @@ from mmspec.models.video_llamagen import VideoLlamaGen, VideoLlamaGenConfig
 from mmspec.pipelines.pipeline_utils import read_json
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
 
-VIDEO_ASSETS = Path(__file__).resolve().parents[1] / "mmspec" / "assets" / "video"
 GPT_CONFIG = VideoLlamaGenConfig(
     dim=96, n_layer=4, n_head=2, multiple_of=64,  # head dim 48: 8 rotated pairs each for frame, row and col
     num_classes=NUM_CLASSES, class_dropout_prob=0.1, vocab_size=512, frames=NUM_FRAMES, block_size=NUM_FRAMES * 64,
 )
 CLASSIFIER_CONFIG = VideoClassifierConfig(num_classes=NUM_CLASSES, frames=NUM_FRAMES)
 
-GPT_VIDEOS, GPT_STEPS, GPT_BATCH, GPT_LR = 5000, 2400, 8, 2e-3
+GPT_VIDEOS, GPT_STEPS, GPT_BATCH, GPT_LR = 3000, 1500, 8, 2e-3
 TOKEN_CHUNK = 500  # videos rendered and encoded at a time
 CLF_VIDEOS, CLF_STEPS, CLF_BATCH, CLF_LR = 4000, 400, 32, 2e-3
 
@@ -124,9 +123,9 @@ def train_classifier(work: Path, seed: int) -> VideoClassifier:
 def export(assets: Path, gpt: VideoLlamaGen, vq: LlamaGenVQ, clf: VideoClassifier, sampling: dict, seed: int) -> None:
     from mmspec.pipelines.video import VideoPipeline
 
-    pipe = VideoPipeline(gpt, vq, classifier=clf, class_names=list(CLASS_NAMES), default_sampling=sampling,
-                         frame_size=FRAME_SIZE, fps=8,
-                         training={"script": "scripts/train_video_model.py", "seed": seed, "dataset": "mmspec.datasets.moving_shapes"})
+    metadata = {"fps": 8, "frame_size": FRAME_SIZE,
+                "training": {"script": "scripts/train_video_model.py", "seed": seed, "dataset": "mmspec.datasets.moving_shapes"}}
+    pipe = VideoPipeline(gpt, vq, classifier=clf, class_names=list(CLASS_NAMES), default_sampling=sampling, metadata=metadata)
     pipe.save_pretrained(assets)
 
 

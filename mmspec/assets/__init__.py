@@ -27,6 +27,7 @@ from mmspec.models.llamagen import LlamaGenGPT
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ
 
 DEFAULT_ASSETS = Path(__file__).resolve().parent / "default"
+VIDEO_ASSETS = Path(__file__).resolve().parent / "video"  # the shipped video model (a saved VideoPipeline)
 
 
 @dataclass

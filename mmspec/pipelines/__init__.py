@@ -8,6 +8,7 @@ PIPELINES = {
     "LlamaGenPipeline": "mmspec.pipelines.llamagen",
     "Emu3Pipeline": "mmspec.pipelines.emu3",
     "JanusPipeline": "mmspec.pipelines.janus",
+    "VideoPipeline": "mmspec.pipelines.video",
 }
 
 
