@@ -1,4 +1,5 @@
-"""Writing generated videos: GIF through Pillow (a core dependency), MP4 through PyAV.
+"""Writing and picturing generated videos: GIF through Pillow (a core dependency), MP4 through
+PyAV, and commit-order heatmaps frame by frame.
 
 PyAV (`pip install av`, pulled in by the `video` extra) carries its own FFmpeg libraries
 in its wheels, so MP4 needs nothing outside pip. We call it directly rather than through
@@ -16,7 +17,10 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
+import torch
 from PIL import Image
+
+from mmspec.images import commit_heatmap
 
 VIDEO_FORMATS = {"gif": "Pillow", "mp4": "PyAV"}
 
@@ -73,3 +77,16 @@ def _write_mp4(frames: np.ndarray, path: Path, fps: int) -> None:
         for frame in frames:
             container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
         container.mux(stream.encode())  # flush
+
+
+def frame_heatmaps(commit_iteration: torch.Tensor, frames: int, grid: tuple[int, int], size: int = 96, gap: int = 4) -> Image.Image:
+    """The forward that committed each token (`commit_iteration [F * rows * cols]`), one
+    heatmap per frame side by side, on one colour scale for the whole video (dark = early,
+    yellow = late): with previous-frame drafts, later frames light up in few forwards."""
+    rows, cols = grid
+    tall = commit_heatmap(commit_iteration.reshape(-1)[: frames * rows * cols], (frames * rows, cols), size=size)
+    height = tall.height // frames
+    strip = Image.new("RGB", (frames * (size + gap) - gap, height), "white")
+    for f in range(frames):
+        strip.paste(tall.crop((0, f * height, size, (f + 1) * height)), (f * (size + gap), 0))
+    return strip

@@ -43,7 +43,7 @@ MAX_PROMPT_CHARS = 500  # a prompt's prefill is part of every decode of the requ
 CONCURRENCY = 2  # requests decoded at once
 # the other modalities' tabs: (title, module, function that lays out the tab's contents
 # inside its `gr.Tab` and loads the modality's shipped pipeline)
-TABS: tuple[tuple[str, str, str], ...] = ()
+TABS: tuple[tuple[str, str, str], ...] = (("Video", "mmspec.apps.video_tab", "build_video_tab"),)
 QUEUE_SIZE = 16  # requests waiting beyond that are refused, not queued for ever
 
 
