@@ -37,19 +37,21 @@ ZIPAR_WINDOW = 4  # tokens of the row above (rows are 8 tokens)
 FRAME_ROWS = 2  # the frame schedule opens a frame once the previous has 2 committed rows
 
 
-def methods(window: int) -> list[DecodingConfig]:
+def methods(pipe: VideoPipeline, window: int) -> list[DecodingConfig]:
     mc = dict(method="mc-sjd", window=window)
+    zipar = min(ZIPAR_WINDOW, pipe.frame_grid[1])
+    frame_window = min(64, pipe.sequence_length)  # a whole frame of drafts per forward
     return [
         DecodingConfig("ar"),
         DecodingConfig(**mc, init="random"),
         DecodingConfig(**mc, init="above"),
         DecodingConfig(**mc, init="previous-frame"),
-        DecodingConfig(method="mc-sjd", window=64, init="previous-frame"),
-        DecodingConfig("ar", zipar_window=ZIPAR_WINDOW),
+        DecodingConfig(method="mc-sjd", window=frame_window, init="previous-frame"),
+        DecodingConfig("ar", zipar_window=zipar),
         DecodingConfig("ar", schedule=Frames(FRAME_ROWS)),
-        DecodingConfig(**mc, init="previous-frame", zipar_window=ZIPAR_WINDOW),
+        DecodingConfig(**mc, init="previous-frame", zipar_window=zipar),
         DecodingConfig(**mc, init="previous-frame", schedule=Frames(FRAME_ROWS)),
-        DecodingConfig(**mc, init="previous-frame", schedule=Frames(FRAME_ROWS, zipar_window=ZIPAR_WINDOW)),
+        DecodingConfig(**mc, init="previous-frame", schedule=Frames(FRAME_ROWS, zipar_window=zipar)),
     ]
 
 
@@ -99,6 +101,7 @@ def main() -> None:
     parser.add_argument("--docs", default=str(REPO / "docs"), help="where the strips and heatmaps go")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    Path(args.docs).mkdir(parents=True, exist_ok=True)
     pipe = VideoPipeline.from_pretrained(args.pipeline)
     pipe.set_progress_bar_config(disable=True)
     C = len(pipe.class_names)
@@ -106,7 +109,7 @@ def main() -> None:
     labels = torch.tensor([c for c, _ in items])
     rows, F = pipe.frame_grid[0], pipe.num_frames
     results, heat_rows = [], []
-    for config in methods(args.window):
+    for config in methods(pipe, args.window):
         result, tokens, commits = run(pipe, items, config)
         result.quality = evaluate_videos(result.images, labels, pipe.classifier, tokens.view(len(items), F, rows, -1))
         results.append(result)
