@@ -266,6 +266,12 @@ def cmd_speak(args) -> None:
     speak_command(args)
 
 
+def cmd_video(args) -> None:
+    from mmspec.video_cli import run
+
+    run(args)
+
+
 def cmd_demo(args) -> None:
     try:
         from mmspec.apps.demo import launch
@@ -378,6 +384,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out-dir", default="outputs/speech-batch", help="batch output: audio/, records/, manifest.jsonl")
     s.set_defaults(run=cmd_speak)
 
+    from mmspec.video_cli import add_video_arguments
+
+    v = sub.add_parser("video", help="generate videos (GIF or MP4) from a video pipeline, per class or as a resumable batch")
+    add_video_arguments(v)
+    v.set_defaults(run=cmd_video)
+
     d = sub.add_parser("demo", help="launch the Gradio demo app (needs the [demo] extra)")
     add_pipeline(d)
     d.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
@@ -393,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit:  # --help, or a bad flag already reported in one line
         return exit.code
     try:
-        if args.command not in ("demo", "caption", "mesh"):  # bad flags fail before any loading (caption and mesh check their own)
+        if args.command not in ("demo", "caption", "mesh", "video"):  # bad flags fail before any loading (these check their own)
             decoding_configs(args)
             sampling_kwargs(args)
         args.run(args)

@@ -29,6 +29,7 @@ from mmspec.tokenizers.llamagen_vq import LlamaGenVQ
 DEFAULT_ASSETS = Path(__file__).resolve().parent / "default"
 MESH_ASSETS = Path(__file__).resolve().parent / "mesh"  # the shipped mesh model (`mmspec.pipelines.mesh`)
 SPEECH_ASSETS = Path(__file__).resolve().parent / "speech"  # a saved SpeechPipeline (scripts/train_speech_model.py)
+VIDEO_ASSETS = Path(__file__).resolve().parent / "video"  # the shipped video model (a saved VideoPipeline)
 
 
 @dataclass

@@ -11,6 +11,7 @@ PIPELINES = {
     "CaptioningPipeline": "mmspec.pipelines.captioning",
     "MeshPipeline": "mmspec.pipelines.mesh",
     "SpeechPipeline": "mmspec.pipelines.audio",
+    "VideoPipeline": "mmspec.pipelines.video",
 }
 
 

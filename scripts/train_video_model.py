@@ -1,0 +1,167 @@
+"""Trains the shipped video model on one CPU thread and exports it to mmspec/assets/video/.
+
+Stages, each checkpointing to the work directory and resuming from there on a rerun
+(the resumable `Stage` loop of `train_default_model.py`):
+
+1. `tokens`: Moving Shapes training videos (`mmspec.datasets.moving_shapes`), each frame
+   encoded by the shipped image VQ (`mmspec/assets/default/vqvae`: 32x32 -> 8x8 codes),
+   saved as it goes.
+2. `classifier`: the video judge (`mmspec.metrics.video.VideoClassifier`) on real videos,
+   with a shift, colour and noise augmentation shared by the frames of a video.
+3. `gpt`: a class-conditional `VideoLlamaGen` (3-D RoPE) on the frame tokens, labels
+   dropped to the null class with probability `class_dropout_prob` for guidance.
+
+Training runs in float32: on this CPU (no bf16 instructions) bfloat16 autocast is about
+15x slower. Then `export` writes a `VideoPipeline` (transformer, vqvae, classifier,
+model_index.json) to `--assets`.
+
+    PYTHONPATH=. python scripts/train_video_model.py           # rerun to resume
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+from train_default_model import Stage
+
+from mmspec.assets import DEFAULT_ASSETS, VIDEO_ASSETS
+from mmspec.batch import atomic_write
+from mmspec.datasets.moving_shapes import CLASS_NAMES, FRAME_SIZE, NUM_CLASSES, NUM_FRAMES, load_split
+from mmspec.metrics.video import VideoClassifier, VideoClassifierConfig
+from mmspec.models.video_llamagen import VideoLlamaGen, VideoLlamaGenConfig
+from mmspec.pipelines.pipeline_utils import read_json
+from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
+
+GPT_CONFIG = VideoLlamaGenConfig(
+    dim=96, n_layer=4, n_head=2, multiple_of=64,  # head dim 48: 8 rotated pairs each for frame, row and col
+    num_classes=NUM_CLASSES, class_dropout_prob=0.1, vocab_size=512, frames=NUM_FRAMES, block_size=NUM_FRAMES * 64,
+)
+CLASSIFIER_CONFIG = VideoClassifierConfig(num_classes=NUM_CLASSES, frames=NUM_FRAMES)
+
+GPT_VIDEOS, GPT_STEPS, GPT_BATCH, GPT_LR = 3000, 2000, 8, 2e-3
+TOKEN_CHUNK = 500  # videos rendered and encoded at a time
+CLF_VIDEOS, CLF_STEPS, CLF_BATCH, CLF_LR = 4000, 400, 32, 2e-3
+
+
+def load_vq() -> LlamaGenVQ:
+    folder = DEFAULT_ASSETS / "vqvae"
+    return LlamaGenVQ.from_checkpoint(folder / "model.safetensors", VQConfig.from_dict(read_json(folder / "config.json", "VQ config")))
+
+
+@torch.no_grad()
+def encode_tokens(work: Path, vq: LlamaGenVQ, n_videos: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """VQ codes `[n_videos, F * 64]` (frame after frame) and labels; a rerun continues."""
+    path = work / "tokens.pt"
+    saved = torch.load(path, weights_only=True) if path.exists() else {"tokens": torch.empty(0, GPT_CONFIG.block_size, dtype=torch.long),
+                                                                        "labels": torch.empty(0, dtype=torch.long)}
+    for start in tqdm(range(len(saved["tokens"]), n_videos, TOKEN_CHUNK), desc="tokens", unit="chunk"):
+        videos, labels = load_split("train", min(TOKEN_CHUNK, n_videos - start), start=start)
+        codes = torch.cat([vq.encode(frames) for frames in videos.flatten(0, 1).split(400)])  # [n * F, 64]
+        saved = {"tokens": torch.cat([saved["tokens"], codes.view(len(videos), -1)]), "labels": torch.cat([saved["labels"], labels])}
+        atomic_write(path, lambda tmp: torch.save(saved, tmp))
+    return saved["tokens"][:n_videos], saved["labels"][:n_videos]
+
+
+def train_gpt(work: Path, seed: int, tokens: torch.Tensor, labels: torch.Tensor, steps: int) -> VideoLlamaGen:
+    torch.manual_seed(seed + 1)
+    gpt = VideoLlamaGen(GPT_CONFIG)
+    stage = Stage("gpt", work, gpt, GPT_LR, seed + 1, weight_decay=0.05)
+
+    def step():
+        idx = torch.randint(len(tokens), (GPT_BATCH,), generator=stage.generator)
+        x, y = tokens[idx], labels[idx]
+        drop = torch.rand(GPT_BATCH, generator=stage.generator) < GPT_CONFIG.class_dropout_prob
+        y = torch.where(drop, torch.full_like(y, GPT_CONFIG.num_classes), y)
+        loss = F.cross_entropy(gpt(x, y).flatten(0, 1), x.flatten())
+        stage.update(loss, max_grad_norm=1.0)
+        return {"loss": loss.item()}
+
+    if stage.step < steps:
+        stage.run(steps, GPT_LR, warmup=100, step_fn=step)
+    return gpt.eval()
+
+
+def augment(videos: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Class-preserving corruptions of `videos [B, F, 3, H, W]`, the same for every frame of
+    a video: a shift of up to 2 pixels, per-channel colour gain and offset, pixel noise."""
+    B, Fr, C, H, W = videos.shape
+    padded = F.pad(videos.flatten(1, 2), (2, 2, 2, 2), mode="replicate")
+    dx, dy = torch.randint(5, (2, B), generator=generator).tolist()
+    x = torch.stack([padded[i, :, dy[i] : dy[i] + H, dx[i] : dx[i] + W] for i in range(B)]).view(B, Fr, C, H, W)
+    gain = 1 + 0.15 * (2 * torch.rand(B, 1, C, 1, 1, generator=generator) - 1)
+    offset = 0.1 * (2 * torch.rand(B, 1, C, 1, 1, generator=generator) - 1)
+    sigma = torch.rand(B, 1, 1, 1, 1, generator=generator) * 0.08
+    return (x * gain + offset + sigma * torch.randn(x.shape, generator=generator)).clamp(-1, 1)
+
+
+def train_classifier(work: Path, seed: int) -> VideoClassifier:
+    torch.manual_seed(seed + 2)
+    clf = VideoClassifier(CLASSIFIER_CONFIG)
+    stage = Stage("classifier", work, clf, CLF_LR, seed + 2, weight_decay=0.01)
+    if stage.step >= CLF_STEPS:
+        return clf.eval()
+    videos, labels = load_split("train", CLF_VIDEOS)
+
+    def step():
+        idx = torch.randint(len(videos), (CLF_BATCH,), generator=stage.generator)
+        loss = F.cross_entropy(clf(augment(videos[idx], stage.generator)), labels[idx])
+        stage.update(loss)
+        return {"loss": loss.item()}
+
+    stage.run(CLF_STEPS, CLF_LR, warmup=20, step_fn=step)
+    held, held_labels = load_split("heldout", 400)
+    accuracy = float((clf.predict(held) == held_labels).float().mean())
+    print(f"[classifier] held-out accuracy on real videos: {accuracy:.3f}")
+    return clf
+
+
+def export(assets: Path, gpt: VideoLlamaGen, vq: LlamaGenVQ, clf: VideoClassifier, sampling: dict, seed: int) -> None:
+    from mmspec.pipelines.video import VideoPipeline
+
+    metadata = {"fps": 8, "frame_size": FRAME_SIZE,
+                "training": {"script": "scripts/train_video_model.py", "seed": seed, "dataset": "mmspec.datasets.moving_shapes"}}
+    pipe = VideoPipeline(gpt, vq, classifier=clf, class_names=list(CLASS_NAMES), default_sampling=sampling, metadata=metadata)
+    pipe.save_pretrained(assets)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work", default="outputs/train_video", help="checkpoints (default outputs/train_video)")
+    parser.add_argument("--assets", default=str(VIDEO_ASSETS), help="export folder (default: the packaged mmspec/assets/video)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    parser.add_argument("--gpt-steps", type=int, default=GPT_STEPS, help=f"GPT training steps (default {GPT_STEPS})")
+    parser.add_argument("--gpt-videos", type=int, default=GPT_VIDEOS, help=f"training videos the GPT sees (default {GPT_VIDEOS})")
+    parser.add_argument("--stages", default="tokens,classifier,gpt,export",
+                        help="comma-separated stages to run, in order (default: all); e.g. 'classifier' alone")
+    parser.add_argument("--guidance-scale", type=float, default=3.0, help="default CFG scale written to model_index.json (default 3.0)")
+    args = parser.parse_args()
+    stages = args.stages.split(",")
+    unknown = set(stages) - {"tokens", "classifier", "gpt", "export"}
+    if unknown or args.gpt_steps < 1 or args.gpt_videos < 1:
+        parser.error(f"unknown stages {sorted(unknown)} or non-positive --gpt-steps/--gpt-videos")
+    torch.set_num_threads(args.threads)
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    vq = load_vq().eval()
+    clf = train_classifier(work, args.seed) if "classifier" in stages or "export" in stages else None
+    gpt = None
+    if {"tokens", "gpt", "export"} & set(stages):
+        tokens, labels = encode_tokens(work, vq, args.gpt_videos)
+        if "gpt" in stages or "export" in stages:
+            gpt = train_gpt(work, args.seed, tokens, labels, args.gpt_steps)
+    if "export" in stages:
+        sampling = {"guidance_scale": args.guidance_scale, "temperature": 1.0, "top_k": 0, "top_p": 1.0}
+        export(Path(args.assets), gpt, vq, clf, sampling, args.seed)
+        print(f"exported to {args.assets}")
+    print(f"done after {time.perf_counter() - started:.0f} s in this run")
+
+
+if __name__ == "__main__":
+    main()
