@@ -22,6 +22,12 @@ PACKAGE_FILES = [
     "mmspec/assets/speech/model_index.json",
     "mmspec/assets/speech/decoder/model.safetensors",
     "mmspec/assets/speech/codec/model.safetensors",
+    "mmspec/assets/captioner/model_index.json",
+    "mmspec/assets/captioner/model/model.safetensors",
+    "mmspec/assets/mesh/model_index.json",
+    "mmspec/assets/mesh/model/model.safetensors",
+    "mmspec/assets/video/model_index.json",
+    "mmspec/assets/video/transformer/model.safetensors",
     "mmspec/apps/demo.py",
     "mmspec/hf_generate/custom_generate/generate.py",  # mmspec.CUSTOM_GENERATE for transformers
 ]
