@@ -37,7 +37,7 @@ from mmspec.models.mesh_opt import mesh_opt_config
 from mmspec.tokenizers.mesh import PAD, VOCAB_SIZE, mesh_to_tokens
 from scripts.train_default_model import Stage
 
-OPT_STEPS, OPT_BATCH, OPT_LR, POOL = 1100, 16, 1e-3, 8  # POOL batches drawn and length-sorted at a time
+OPT_STEPS, OPT_BATCH, OPT_LR, POOL = 3500, 16, 1e-3, 8  # POOL batches drawn and length-sorted at a time
 CLF_STEPS, CLF_BATCH, CLF_LR, CLF_MESHES = 600, 64, 2e-3, 4000
 
 
