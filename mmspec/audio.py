@@ -18,16 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mmspec.batch import (
-    Item,
-    atomic_write,
-    check_items_match_records,
-    check_settings,
-    check_writable,
-    item_seed,
-    run_settings,
-    SETTINGS_FILE,
-)
+from mmspec.batch import Item, atomic_write, check_writable, item_seed, start_run
 
 
 def check_wav_path(path: str | Path, overwrite: bool = True) -> Path:
@@ -88,18 +79,12 @@ def run_audio_batch(
     A folder holding a run with other settings, or an id recorded for another word, is
     refused before any work. Returns the items generated (not skipped)."""
     out_dir = Path(out_dir)
-    decoding = pipe.check_decoding(decoding)
-    call_kwargs = dict(call_kwargs or {})
-    settings = run_settings(pipe, decoding, seed, call_kwargs, pipeline)
-    check_writable(out_dir)
-    check_settings(out_dir, settings)
-    check_items_match_records(out_dir, items)
     for item in items:
         pipe.condition.word_ids([item.prompt.strip().lower()])  # an unknown word fails before any work
+    decoding, call_kwargs = start_run(pipe, items, out_dir, decoding, seed, call_kwargs, pipeline)
     audio_dir, records = out_dir / "audio", out_dir / "records"
-    audio_dir.mkdir(parents=True, exist_ok=True)
+    audio_dir.mkdir(exist_ok=True)
     records.mkdir(exist_ok=True)
-    atomic_write(out_dir / SETTINGS_FILE, lambda p: p.write_text(json.dumps(settings, indent=2) + "\n"))
     done = []
     for item in items:
         record_path, wav_path = records / f"{item.id}.json", audio_dir / f"{item.id}.wav"

@@ -210,6 +210,22 @@ def clear_results(out_dir: str | Path) -> None:
         (out_dir / name).unlink(missing_ok=True)
 
 
+def start_run(pipe, items: list[Item], out_dir: Path, decoding, seed: int, call_kwargs: dict | None,
+              pipeline: str | None) -> tuple:
+    """Checks a run before any work (the decoding, a writable folder holding no other run,
+    no item id recorded for another condition), then records its settings in `out_dir`.
+    Returns the checked decoding and a copy of `call_kwargs`."""
+    decoding = pipe.check_decoding(decoding)
+    call_kwargs = dict(call_kwargs or {})
+    settings = run_settings(pipe, decoding, seed, call_kwargs, pipeline)
+    check_writable(out_dir)
+    check_settings(out_dir, settings)
+    check_items_match_records(out_dir, items)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write(out_dir / SETTINGS_FILE, lambda p: p.write_text(json.dumps(settings, indent=2) + "\n"))
+    return decoding, call_kwargs
+
+
 def run_batch(
     pipe,
     items: list[Item],
@@ -233,14 +249,7 @@ def run_batch(
     reports progress.
     """
     out_dir = Path(out_dir)
-    decoding = pipe.check_decoding(decoding)
-    call_kwargs = dict(call_kwargs or {})
-    settings = run_settings(pipe, decoding, seed, call_kwargs, pipeline)
-    check_writable(out_dir)
-    check_settings(out_dir, settings)
-    check_items_match_records(out_dir, items)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write(out_dir / SETTINGS_FILE, lambda p: p.write_text(json.dumps(settings, indent=2) + "\n"))
+    decoding, call_kwargs = start_run(pipe, items, out_dir, decoding, seed, call_kwargs, pipeline)
     images, records = out_dir / "images", out_dir / "records"
     images.mkdir(exist_ok=True)
     records.mkdir(exist_ok=True)

@@ -12,7 +12,6 @@ warning); a rerun skips the ids already recorded. `grid.png` shows every mesh of
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path

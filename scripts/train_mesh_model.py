@@ -21,7 +21,6 @@ Then `export` writes a saved `MeshPipeline`: the OPT as a MeshXL-format folder (
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 

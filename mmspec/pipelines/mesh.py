@@ -23,7 +23,7 @@ import trimesh
 from diffusers import DiffusionPipeline
 from diffusers.utils import BaseOutput
 
-from mmspec.assets import MESH_ASSETS
+from mmspec.assets import MESH_ASSETS  # noqa: F401 (re-exported: the shipped model)
 from mmspec.checkpoint import check_finite
 from mmspec.decoding.config import DRAFTING, DecodingConfig
 from mmspec.decoding.generate import generate
