@@ -118,6 +118,22 @@ def test_prompt_lookup_commits_a_repeated_phrase_in_few_forwards():
     assert forwards["prompt-lookup"] <= 3 < forwards["mc-sjd"]
 
 
+def test_prompt_lookup_takes_the_models_words_where_the_text_changes_its_example():
+    """The prompt's example says 8 and 14 where the model says 7 and 13 (it goes on after
+    8 and 14 as after 7 and 13, as a captioner goes on after another colour word). Lookup
+    drafts the example; the last forward's predictions replace its changed words while
+    the window follows the drafts that forward saw (without them, 6 forwards)."""
+    cycle = [5, 9, 7, 3, 11, 13]
+    model = successor_lm(cycle)
+    with torch.no_grad():
+        model.lm_head.weight[3, 8] = model.lm_head.weight[5, 14] = 10.0
+    prompt = torch.tensor([[1] + [5, 9, 8, 3, 11, 14] * 2])
+    ref = model.generate(prompt, max_new_tokens=32, do_sample=False)
+    out, stats = generate_text(model, prompt, decoding="prompt-lookup", max_new_tokens=32, do_sample=False, return_stats=True)
+    assert torch.equal(out, ref)
+    assert stats.forward_passes <= 4
+
+
 def test_custom_generate_folder_runs_mmspec_inside_model_generate():
     model = tiny_lm(32).double()
     prompt = torch.tensor([[1, 5, 9, 5, 9, 7], [1, 2, 3, 4, 5, 6]])

@@ -294,17 +294,23 @@ def _colour_before(words: list[str], noun: str) -> str | None:
     return None
 
 
+# stripes and checkerboards are two tones in equal shares: which is the pattern and which
+# the background is not in the pixels, so either naming of the pair is right
+TWO_TONE_CLASSES = ("stripes", "checkerboard")
+
+
 def caption_checks(text: str, scene: Scene) -> dict[str, bool]:
     """Whether `text` names the scene's class first among class words, and the right
-    colours for its object and its background."""
+    colours for its object and its background (for stripes and checkerboards, the two
+    tones in either order)."""
     words = _words(text)
     first_class = next((w for w in words if w in CLASS_NAMES), None)
     name = scene.class_name
-    return {
-        "class": first_class == name,
-        "object_colour": _colour_before(words, OBJECT_NOUN[name]) == scene.object_colour,
-        "background_colour": _colour_before(words, BACKGROUND_NOUN[name]) == scene.background_colour,
-    }
+    named = (_colour_before(words, OBJECT_NOUN[name]), _colour_before(words, BACKGROUND_NOUN[name]))
+    true = (scene.object_colour, scene.background_colour)
+    if name in TWO_TONE_CLASSES and named == true[::-1]:
+        named = true
+    return {"class": first_class == name, "object_colour": named[0] == true[0], "background_colour": named[1] == true[1]}
 
 
 def caption_correct(text: str, scene: Scene) -> bool:

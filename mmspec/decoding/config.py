@@ -52,9 +52,11 @@ class DecodingConfig:
         schedule (*optional*): a schedule object (`Frames(rows=2)`, `ZipAR(4, axis=...)`)
             instead of `zipar_window`.
         redraft (`bool`, defaults to False): every forward drafts all slots afresh with the
-            drafter, unfilled (a window ends at its first slot without a proposal),
-            instead of carrying the last forward's predictions: prompt-lookup decoding
-            ("prompt-lookup": SJD, "phrase-lookup" drafts), for text that repeats its prompt.
+            drafter, unfilled (a window ends at its first slot without a proposal); the
+            last forward's predictions replace the drafter's words only while the window
+            follows the drafts that forward saw (`mmspec.decoding.drafts.Hints`). Prompt-
+            lookup decoding ("prompt-lookup": SJD, "phrase-lookup" drafts), for text that
+            repeats its prompt with some words changed.
 
     Example:
         >>> DecodingConfig.from_name("zipar+mc-sjd+gsd", window=8).name

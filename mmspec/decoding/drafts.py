@@ -30,11 +30,14 @@ from mmspec.core.sampling import categorical, uniforms
 @dataclass
 class DraftContext:
     """What a drafter may look at. `history` long `[B, T, K]` (-1 = unknown),
-    `prompt` long `[B, P, K]` (-1 = padding) or None."""
+    `prompt` long `[B, P, K]` (-1 = padding) or None. `run [B]`, when given, is where
+    lookup copied the draft before (an index into prompt + history, -1 = none): the
+    next slot continues that phrase without searching again."""
 
     layout: TokenLayout
     history: torch.Tensor
     prompt: torch.Tensor | None
+    run: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -72,10 +75,15 @@ class Lookup:
         max_ngram, min_ngram: the n-gram sizes tried, longest first.
         first (`bool`): take the first occurrence (transformers' prompt lookup; text that
             follows an example) instead of the latest (the token's own recent context).
-        substitutions (`bool`): when no n-gram matches, match the n tokens before the last
-            one and take the token two after them, as if the last token were a word
-            substituted in a repeated phrase ("on a black background" seen, "on a blue"
-            written: draft "background").
+        substitutions (`bool`): an occurrence may also match n of the n + 1 tokens before
+            the position, one word substituted anywhere among them; it ranks below an
+            exact match of n and above one of n - 1 ("so the circle is easy" seen, "so the
+            star is" written: draft "easy", not what followed the latest "is").
+
+    Inside one drafting pass (`first_drafts`) the slots after a match copy the phrase that
+    follows it, as transformers' prompt lookup copies a run, and search again only where
+    the phrase ends: one search per window instead of one per slot. A word placed in
+    between by someone else (a hint) counts as substituted, and the phrase goes on.
     """
 
     max_ngram: int = 3
@@ -94,32 +102,43 @@ class Lookup:
     def propose(self, ctx: DraftContext, pos: torch.Tensor, u: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
         hay = ctx.history if ctx.prompt is None else torch.cat([ctx.prompt.to(ctx.history), ctx.history], 1)  # [B, H, K]
         here = pos + (hay.shape[1] - ctx.history.shape[1])  # index of the position in `hay`
-        out = torch.full((hay.shape[0], hay.shape[2]), -1, dtype=torch.long, device=hay.device)
-        for skip in (0, 1) if self.substitutions else (0,):
-            for n in range(self.max_ngram, self.min_ngram - 1, -1):
-                found = self.follower(hay, here - skip, n, skip)
-                out = torch.where((out < 0).all(-1, keepdim=True) & (found >= 0).all(-1, keepdim=True), found, out)
-        return out
+        rows = torch.arange(len(pos), device=pos.device)
+        source = torch.full_like(pos, -1)
+        if ctx.run is not None:  # continue the phrase copied into the slot before
+            nxt = ctx.run + 1
+            source = torch.where((ctx.run >= 0) & (nxt < here) & (hay[rows, nxt.clamp(max=hay.shape[1] - 1)] >= 0).all(-1), nxt, -1)
+        if bool((source < 0).any()):
+            source = torch.where(source >= 0, source, self.search(hay, here))
+        if ctx.run is not None:
+            ctx.run.copy_(source)
+        return torch.where((source >= 0)[:, None], hay[rows, source.clamp(min=0)], -1)
 
-    def follower(self, hay: torch.Tensor, end: torch.Tensor, n: int, skip: int) -> torch.Tensor:
-        """`[B, K]`: the token `skip + 1` places after an occurrence of the n tokens that end
-        just before index `end [B]` of `hay [B, H, K]` (-1 = unknown), that occurrence being
-        another, earlier one; -1 where there is none."""
+    def search(self, hay: torch.Tensor, here: torch.Tensor) -> torch.Tensor:
+        """`[B]`: the index in `hay [B, H, K]` of the token to copy for position `here [B]`
+        (the best-ranked earlier occurrence's follower), -1 where none."""
         B, H, K = hay.shape
-        span = H - n - skip  # occurrences followed by a token inside hay
-        if span <= 0:
-            return torch.full((B, K), -1, dtype=torch.long, device=hay.device)
-        idx = ((end - n)[:, None] + torch.arange(n, device=hay.device)).clamp(min=0)
-        gram = hay.gather(1, idx[..., None].expand(B, n, K))  # [B, n, K]
-        known = (end - n >= 0) & (gram >= 0).all(-1).all(-1)
-        windows = hay.unfold(1, n, 1).transpose(-1, -2)[:, :span]  # [B, span, n, K]
-        follow = hay[:, n + skip : n + skip + span]  # [B, span, K]
-        j = torch.arange(span, device=hay.device)
-        match = (windows == gram[:, None]).all(-1).all(-1) & (follow >= 0).all(-1) & (j[None] + n < end[:, None])
-        at = torch.where(match, j, span).amin(1) if self.first else torch.where(match, j, -1).amax(1)
-        found = known & (at >= 0) & (at < span)
-        picked = follow[torch.arange(B, device=hay.device), at.clamp(0, span - 1)]
-        return torch.where(found[:, None], picked, -1)
+        device = hay.device
+        span = self.max_ngram + int(self.substitutions)
+        back = torch.arange(1, span + 1, device=device)
+        # candidate i copies hay[i]; compare the span tokens before i with those before `here`
+        i = torch.arange(H, device=device)
+        before_i = (i[:, None] - back).clamp(min=0)  # [H, span]
+        before_here = here[:, None] - back  # [B, span]
+        theirs = hay[:, before_i]  # [B, H, span, K]
+        ours = hay.gather(1, before_here.clamp(min=0)[..., None].expand(B, span, K))  # [B, span, K]
+        known = (i[:, None] >= back)[None] & (before_here >= 0)[:, None] & (ours >= 0).all(-1)[:, None]
+        same = (theirs == ours[:, None]).all(-1) & known  # [B, H, span]
+        exact = same.long().cumprod(-1).sum(-1).clamp(max=self.max_ngram)  # [B, H]
+        score = torch.where(exact >= self.min_ngram, 2 * exact + 1, 0)  # ranks: exact n above n of n + 1
+        if self.substitutions:
+            n = torch.arange(1, self.max_ngram + 1, device=device)
+            hits = same.long().cumsum(-1)[..., n]  # matches among the n + 1 tokens before
+            near = torch.where(hits >= n, n, 0).amax(-1)
+            score = torch.maximum(score, torch.where(near >= self.min_ngram, 2 * near, 0))
+        score = torch.where((i[None] < here[:, None]) & (hay >= 0).all(-1), score, 0)
+        order = H - 1 - i if self.first else i  # ties: the first or the latest occurrence
+        best = (score * H + order).argmax(-1)
+        return torch.where(score.gather(1, best[:, None])[:, 0] > 0, best, -1)
 
 
 @dataclass(frozen=True)
@@ -164,6 +183,26 @@ def drafter_from_name(name: str, fill: bool = True):
     return drafters[0] if len(drafters) == 1 else FirstOf(drafters)
 
 
+@dataclass
+class Hints:
+    """The last forward's predictions, offered to the windows a redrafting loop drafts anew.
+
+    `tokens [B, J, K]`: what the last forward predicted at each slot's position (-1 =
+    none); `fed [B, J, K]`: the draft it was fed there; `chain_start [J]`: a window's
+    first slot. A window is *in step* while the drafter re-proposes the drafts the last
+    forward saw: there the prediction was made on the same words, up to the ones changed
+    since, and it replaces the drafter's proposal. A caption that repeats its example with
+    other colours thus takes the example's words from lookup and the model's colours from
+    the hints (lookup's phrase runs on across a hinted word). Once the drafter proposes
+    something else (a word was inserted and the text shifted), the window is out of step
+    to its end.
+    """
+
+    tokens: torch.Tensor
+    fed: torch.Tensor
+    chain_start: torch.Tensor
+
+
 def first_drafts(
     drafter,
     history: torch.Tensor,  # [B, T, K] long: committed tokens and current drafts, -1 where none
@@ -171,18 +210,25 @@ def first_drafts(
     layout: TokenLayout,
     prompt: torch.Tensor | None,
     generator: torch.Generator | None,
+    hints: Hints | None = None,
 ) -> torch.Tensor:
     """Drafts `[B, J, K]` for `positions`, filled left to right so that a copy or a lookup
-    can take the draft just placed; writes them into `history` as it goes. -1 where skipped."""
+    can take the draft just placed; writes them into `history` as it goes. -1 where skipped.
+    With `hints`, a slot of a window in step takes its hint (see `Hints`)."""
     B, J = positions.shape
     K = history.shape[-1]
     out = torch.full((B, J, K), -1, dtype=torch.long, device=history.device)
     u = uniforms((B, J, K), generator, history.device)
     rows = torch.arange(B, device=history.device)
-    ctx = DraftContext(layout, history, prompt)
+    ctx = DraftContext(layout, history, prompt, run=torch.full((B,), -1, dtype=torch.long, device=history.device))
+    in_step = torch.ones(B, dtype=torch.bool, device=history.device)
     for j in range(J):
         pos = positions[:, j]
         live = pos >= 0
+        if j > 0:  # a lookup phrase runs on only into the next position
+            ctx.run.masked_fill_(pos != positions[:, j - 1] + 1, -1)
+        if hints is not None and bool(hints.chain_start[j]):
+            in_step.fill_(True)
         if not bool(live.any()):
             continue
         safe = pos.clamp(min=0)
@@ -190,6 +236,10 @@ def first_drafts(
         if allowed is not None and K == 1:
             allowed = allowed[:, None]
         draft = keep_allowed(drafter.propose(ctx, safe, u[:, j], allowed), allowed)
+        if hints is not None:
+            hint = keep_allowed(hints.tokens[:, j], allowed)
+            in_step &= (draft == hints.fed[:, j]).all(-1)
+            draft = torch.where((in_step & (hint >= 0).all(-1))[:, None], hint, draft)
         draft = torch.where(live[:, None], draft, -1)
         out[:, j] = draft
         history[rows[live], safe[live]] = draft[live]

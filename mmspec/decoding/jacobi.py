@@ -40,7 +40,7 @@ from mmspec.core.layout import TokenLayout
 from mmspec.core.rules import bind_cached
 from mmspec.core.sampling import SamplingConfig, uniforms
 from mmspec.decoding.config import DecodingConfig
-from mmspec.decoding.drafts import first_drafts
+from mmspec.decoding.drafts import Hints, first_drafts
 from mmspec.decoding.stats import DecodeStats
 from mmspec.decoding.steps import allowed_steps, draw_step, forward_steps, prefill_steps, prompt_steps, step_logits
 from mmspec.decoding.stopping import Stopping
@@ -118,6 +118,7 @@ class JacobiLoop:
         self.q_dense = torch.zeros(0, L, K, V, device=device)
         self.n = self.starts.expand(B, R).clone()  # first undecoded position of each window
         self.opened = torch.zeros(B, R, dtype=torch.bool, device=device)
+        self.hints = None  # redraft: the last forward's predictions and the drafts it was fed
         self.b = torch.arange(B, device=device)[:, None]
         self.slot = torch.arange(self.S, device=device)
         self.forwards = 0
@@ -147,7 +148,7 @@ class JacobiLoop:
             placed = live[..., None] & in_seg & ~undrafted
             history[self.b[..., None].expand_as(slot_pos)[placed], slot_pos[placed]] = self.drafts[placed]
             where = torch.where(need, slot_pos, -1).view(self.B, -1)
-            new = first_drafts(self.drafter, history, where, self.layout, self.prompt, self.generator)
+            new = first_drafts(self.drafter, history, where, self.layout, self.prompt, self.generator, self.hints)
             new = new.view(self.B, self.R, self.L, self.K)
             self.drafts = torch.where(need[..., None], new, self.drafts)
             self.q_carried &= ~need
@@ -264,9 +265,14 @@ class JacobiLoop:
         src = self.slot[:L] + committed[..., None]  # new slot i takes old slot i + c
         self.q_carried = src < num_slots[..., None]
         src = src.clamp(max=S - 1)
-        if self.config.redraft:  # the drafter proposes every slot afresh at the next forward
+        carried = torch.where(self.q_carried[..., None], verified.tokens.gather(2, src[..., None].expand(-1, -1, -1, K)), -1)
+        if self.config.redraft:  # every slot is drafted afresh at the next forward, the carried tokens as hints
+            fed = self.drafts.gather(2, src.clamp(max=L - 1)[..., None].expand(-1, -1, -1, K))
+            fed = torch.where((src < L)[..., None], fed, -1)
+            self.hints = Hints(carried.view(B, -1, K), fed.view(B, -1, K), (self.slot[:L] == 0).repeat(self.R))
+            carried = torch.full_like(carried, -1)
             self.q_carried.zero_()
-        self.drafts = torch.where(self.q_carried[..., None], verified.tokens.gather(2, src[..., None].expand(-1, -1, -1, K)), -1)
+        self.drafts = carried
         b, r = verified.b, verified.r
         self.q_dense = verified.target_probs.gather(1, src[b, r][..., None, None].expand(-1, -1, K, V))
         self.q_row.fill_(-1)

@@ -80,6 +80,15 @@ def test_a_wrong_colour_or_class_fails_the_check():
         "class": True, "object_colour": False, "background_colour": True}
     assert not caption_correct("a small red ring on a blue background .", scene)
     assert not caption_correct("a small red circle on a grey background .", scene)
+    assert not caption_correct("a small blue circle on a red background .", scene)  # swapped: an object has a side
+
+
+def test_two_tone_patterns_accept_their_tones_in_either_order():
+    stripes = Scene(CLASS_NAMES.index("stripes"), "red", "blue", "large", "everywhere", "vertical")
+    assert caption_correct("vertical red stripes on a blue background .", stripes)
+    assert caption_correct("vertical blue stripes on a red background .", stripes)
+    assert not caption_correct("vertical blue stripes on a blue background .", stripes)
+    assert not caption_correct("vertical red stripes on a green background .", stripes)
 
 
 def test_splits_are_prefix_stable_and_classes_balanced():

@@ -6,7 +6,7 @@ import torch
 from mmspec.core.layout import TokenLayout
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.config import DecodingConfig
-from mmspec.decoding.drafts import Copy, DraftContext, FirstOf, Lookup, Random, drafter_from_name, first_drafts
+from mmspec.decoding.drafts import Copy, DraftContext, FirstOf, Hints, Lookup, Random, drafter_from_name, first_drafts
 from mmspec.decoding.generate import generate
 from mmspec.metrics.losslessness import all_sequences, chi_square, sequence_counts, sequence_probs
 from tests.decoding.helpers import tiny_model
@@ -40,11 +40,18 @@ def test_phrase_lookup_takes_the_first_match_and_skips_a_substituted_word():
     history = torch.tensor([[5, 6, 7, 5, 6, 8, 5, 6, -1, -1]])
     phrase = drafter_from_name("phrase-lookup", fill=False)
     assert phrase == Lookup(first=True, substitutions=True) and phrase.name == "phrase-lookup"
-    assert phrase.propose(context(history), torch.tensor([8]), torch.zeros(1, 1), None).tolist() == [[7]]  # first "5 6"
+    # "5 6" first at 0-1 (followed by 7), but 3-4 also matches the 6 before them: 3 of 4 tokens beat 2
+    assert phrase.propose(context(history), torch.tensor([8]), torch.zeros(1, 1), None).tolist() == [[8]]
+    history = torch.tensor([[5, 6, 7, 1, 5, 6, 8, 5, 6, -1]])  # no near match: the first "5 6" wins
+    assert phrase.propose(context(history), torch.tensor([9]), torch.zeros(1, 1), None).tolist() == [[7]]
     # "1 2 3 4" seen; "1 2 9" written: no n-gram ends in 9, so "1 2" is matched and the token after 3 drafted
     history = torch.tensor([[1, 2, 3, 4, 1, 2, 9, -1]])
     assert phrase.propose(context(history), torch.tensor([7]), torch.zeros(1, 1), None).tolist() == [[4]]
     assert Lookup().propose(context(history), torch.tensor([7]), torch.zeros(1, 1), None).tolist() == [[-1]]
+    # "so the circle is easy" seen, "so the star is" written: "the _ is" (2 of 3) beats the latest "is"
+    so, the, circle, is_, easy, it, star = range(7)
+    history = torch.tensor([[so, the, circle, is_, easy, it, is_, so, the, star, is_, -1]])
+    assert phrase.propose(context(history), torch.tensor([11]), torch.zeros(1, 1), None).tolist() == [[easy]]
 
 
 def test_first_of_takes_the_first_proposal_and_random_fills_the_rest():
@@ -57,6 +64,29 @@ def test_first_of_takes_the_first_proposal_and_random_fills_the_rest():
     assert out.tolist() == [[[3]]]  # lookup: "2" was followed by 3
     out = first_drafts(Copy("row"), torch.tensor([[4, 5, -1, -1]])[..., None], torch.tensor([[2, 3]]), layout, None, None)
     assert out[..., 0].tolist() == [[4, 5]]
+
+
+def test_phrase_lookup_copies_a_run_and_takes_hints_while_in_step():
+    """The prompt "a small red circle sits here ." and the text "a large": lookup copies
+    the example's phrase after "a _"; the last forward saw that phrase and predicted the
+    image's words, which replace lookup's while the window follows what it saw."""
+    a, small, red, circle, sits, here, stop, large, green, square = range(10)
+    layout = TokenLayout.grid((7,), 10)
+    prompt = torch.tensor([[a, small, red, circle, sits, here, stop]])[..., None]
+    history = torch.tensor([[a, large, -1, -1, -1, -1, -1]])[..., None]
+    where = torch.tensor([[2, 3, 4, 5, 6]])
+    lookup = Lookup(first=True, substitutions=True)
+    plain = first_drafts(lookup, history.clone(), where, layout, prompt, None)
+    assert plain[..., 0].tolist() == [[red, circle, sits, here, stop]]
+    fed = torch.tensor([[red, circle, sits, here, stop]])[..., None]
+    predicted = torch.tensor([[green, square, sits, here, -1]])[..., None]  # no prediction past the last forward
+    start = torch.tensor([True, False, False, False, False])
+    hinted = first_drafts(lookup, history.clone(), where, layout, prompt, None, Hints(predicted, fed, start))
+    assert hinted[..., 0].tolist() == [[green, square, sits, here, stop]]
+    # the last forward saw a shifted text (a word was inserted since): lookup alone
+    shifted = torch.tensor([[circle, sits, here, stop, -1]])[..., None]
+    out = first_drafts(lookup, history.clone(), where, layout, prompt, None, Hints(predicted, shifted, start))
+    assert out[..., 0].tolist() == [[red, circle, sits, here, stop]]
 
 
 def test_unknown_drafter_is_a_clear_error():
