@@ -44,7 +44,7 @@ from mmspec.models.captioner import IMAGE_TOKENS, PROMPT, STYLE_PROMPT, default_
 
 ASSETS = Path(__file__).resolve().parents[1] / "mmspec" / "assets" / "captioner"
 TOKENIZER_CAPTIONS = 5000
-STEPS, BATCH, LR, WARMUP = 1200, 32, 2e-3, 80
+STEPS, BATCH, LR, WARMUP = 1800, 32, 2e-3, 80
 TOWER_STEPS, TOWER_BATCH, TOWER_LR, TOWER_WARMUP = 4000, 64, 3e-3, 100
 STYLE_SHARE = 0.75  # training prompts that carry an example caption
 EVAL_IMAGES = 200

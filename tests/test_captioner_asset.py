@@ -1,9 +1,10 @@
-"""The shipped captioner: it loads offline, answers in its default prompt's template, and
-prompt-lookup decoding gives the same text as AR in at most half the forwards."""
+"""The shipped captioner: it loads offline, answers in its default prompt's template, names
+the class and colours of held-out images, and prompt-lookup decoding gives the same text
+as AR in at most a third of the forwards."""
 
 import pytest
 
-from mmspec.datasets.shape_captions import load_scenes
+from mmspec.datasets.shape_captions import caption_correct, load_scenes
 from mmspec.images import to_pil
 from mmspec.pipelines import load_pipeline
 from mmspec.pipelines.captioning import CAPTIONER_ASSETS
@@ -26,4 +27,13 @@ def test_lookup_drafts_match_ar_in_fewer_forwards(pipe):
     ar = pipe(image, decoding="ar")
     fast = pipe(image, decoding="prompt-lookup")
     assert fast.text == ar.text
-    assert fast.stats.forward_passes * 2 <= ar.stats.forward_passes
+    assert fast.stats.forward_passes * 3 <= ar.stats.forward_passes
+
+
+def test_captions_name_class_and_colours(pipe):
+    """Held-out images 100-129 (three of each class): at least 27 of the 30 captions right
+    (class word, object colour, background colour; 2,000 held-out images measure 9x % in
+    docs/captioning.md)."""
+    images, scenes = load_scenes("heldout", 30, start=100)
+    texts = pipe(to_pil(images)).text
+    assert sum(caption_correct(t, s) for t, s in zip(texts, scenes)) >= 27, texts

@@ -162,7 +162,10 @@ def _pattern_scenes(label: int, rng, n: int) -> tuple[np.ndarray, list[Scene]]:
                     for a in angle]
     else:  # checkerboard cells of 7..13 pixels
         patterns = ["small" if c < 10 else "large" for c in uniform[2]]
-    scenes = [Scene(label, COLOUR_NAMES[f], COLOUR_NAMES[s], "large", "everywhere", p)
+    # the two tones cover equal shares, so the pixels cannot tell which one was drawn
+    # first: the pattern is named by the tone earlier in the palette, the background by
+    # the other, a rule a captioner can learn
+    scenes = [Scene(label, COLOUR_NAMES[min(f, s)], COLOUR_NAMES[max(f, s)], "large", "everywhere", p)
               for f, s, p in zip(first_index, nearest_colour(second), patterns)]
     return img, scenes
 
@@ -294,8 +297,9 @@ def _colour_before(words: list[str], noun: str) -> str | None:
     return None
 
 
-# stripes and checkerboards are two tones in equal shares: which is the pattern and which
-# the background is not in the pixels, so either naming of the pair is right
+# stripes and checkerboards are two tones in equal shares: the captions name the pattern
+# by the tone earlier in the palette, but the pixels do not say which is which, so a
+# caption that names the pair the other way round is right too
 TWO_TONE_CLASSES = ("stripes", "checkerboard")
 
 
