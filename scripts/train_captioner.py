@@ -40,7 +40,8 @@ from train_default_model import Stage  # same folder: the resumable training loo
 
 from mmspec.datasets.shape_captions import COLOUR_NAMES, SIZES, caption, caption_correct, load_scenes, render_scenes
 from mmspec.datasets.shapes import NUM_CLASSES
-from mmspec.models.captioner import IMAGE_TOKENS, PROMPT, STYLE_PROMPT, default_prompt, build_processor, captioner_config, train_tokenizer
+from mmspec.models.captioner import (IMAGE_TOKENS, PROMPT, STYLE_PROMPT, build_processor, captioner_config, default_prompt,
+                                     draft_texts, train_tokenizer)
 
 ASSETS = Path(__file__).resolve().parents[1] / "mmspec" / "assets" / "captioner"
 TOKENIZER_CAPTIONS = 5000
@@ -213,7 +214,7 @@ def train(work: Path, seed: int, steps: int, tower_steps: int, eval_every: int):
 def export(assets: Path, model, processor, seed: int, tower_steps: int, steps: int, accuracy: float) -> None:
     from mmspec.pipelines.captioning import CaptioningPipeline
 
-    CaptioningPipeline(model, processor, default_prompt=default_prompt()).save_pretrained(assets)
+    CaptioningPipeline(model, processor, default_prompt=default_prompt(), draft_texts=draft_texts()).save_pretrained(assets)
     index_path = assets / "model_index.json"
     index = json.loads(index_path.read_text())
     index["training"] = {"script": "scripts/train_captioner.py", "seed": seed, "tower_steps": tower_steps,

@@ -80,6 +80,11 @@ class Lookup:
             exact match of n and above one of n - 1 ("so the circle is easy" seen, "so the
             star is" written: draft "easy", not what followed the latest "is").
 
+        reference (`tuple[int, ...]`): token ids of texts to copy from besides the prompt
+            and the history (-1 between texts; one token per step): a datastore of text the
+            model is known to write, searched first, as REST (He et al., 2023) retrieves
+            drafts. Drafts stay one-hot given the past, so exactness is kept.
+
     Inside one drafting pass (`first_drafts`) the slots after a match copy the phrase that
     follows it, as transformers' prompt lookup copies a run, and search again only where
     the phrase ends: one search per window instead of one per slot. A word placed in
@@ -90,6 +95,7 @@ class Lookup:
     min_ngram: int = 1
     first: bool = False
     substitutions: bool = False
+    reference: tuple[int, ...] = ()
 
     def __post_init__(self):
         if not 1 <= self.min_ngram <= self.max_ngram:
@@ -101,6 +107,9 @@ class Lookup:
 
     def propose(self, ctx: DraftContext, pos: torch.Tensor, u: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
         hay = ctx.history if ctx.prompt is None else torch.cat([ctx.prompt.to(ctx.history), ctx.history], 1)  # [B, H, K]
+        if self.reference:  # searched first; a -1 keeps its last n-gram apart from the prompt's first
+            reference = torch.tensor(self.reference + (-1,), device=hay.device)
+            hay = torch.cat([reference[None, :, None].expand(hay.shape[0], -1, hay.shape[2]), hay], 1)
         here = pos + (hay.shape[1] - ctx.history.shape[1])  # index of the position in `hay`
         rows = torch.arange(len(pos), device=pos.device)
         source = torch.full_like(pos, -1)

@@ -42,6 +42,21 @@ def default_prompt() -> str:
 
     example = caption(Scene(0, "red", "blue", "small", "middle centre", "waves"), template=3)
     return STYLE_PROMPT.format(example=example).removeprefix("<image>")
+
+
+def draft_texts() -> list[str]:
+    """One caption in each of the captioner's sentence patterns (4 for objects, 3 each for
+    dots, stripes, checkerboards and sunsets), for prompt-lookup to copy drafts from when
+    an image's pattern is not the prompt example's."""
+    from mmspec.datasets.shape_captions import CLASS_NAMES, Scene, caption
+
+    scenes = [Scene(CLASS_NAMES.index(name), "red", "blue", size, where, pattern) for name, size, where, pattern in (
+        ("circle", "small", "middle centre", "waves"), ("dots", "small", "everywhere", "waves"),
+        ("stripes", "large", "everywhere", "vertical"), ("checkerboard", "large", "everywhere", "small"),
+        ("sunset", "medium", "bottom centre", "low"))]
+    return list(dict.fromkeys(caption(scene, template=t) for scene in scenes for t in range(12)))
+
+
 SPECIAL_TOKENS = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "image_token": "<image>"}
 MAX_POSITIONS = 256  # 64 image tokens + prompt + a caption of at most ~60 tokens, with room
 

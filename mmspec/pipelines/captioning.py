@@ -18,7 +18,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,10 @@ class CaptioningPipeline(DiffusionPipeline):
         default_prompt (`str`, *optional*): the prompt of a call that gives none (saved in
             `model_index.json`); the shipped captioner's carries an example caption whose
             sentence pattern its answers follow.
+        draft_texts (`list[str]`, *optional*): texts "prompt-lookup" may copy its drafts
+            from besides the prompt (saved in `model_index.json`): the shipped captioner's
+            are one caption in each of its sentence patterns, so the patterns the prompt's
+            example does not show are drafted too. They change no output.
 
     Images are converted to RGB and resized (bicubic) to the vision tower's input size when
     they differ from it, as CLIP's processors do. Saved as transformers saves each
@@ -78,10 +82,11 @@ class CaptioningPipeline(DiffusionPipeline):
     model_cpu_offload_seq = "model"
     condition_kind = "image"
 
-    def __init__(self, model, processor, default_prompt: str = DEFAULT_PROMPT):
+    def __init__(self, model, processor, default_prompt: str = DEFAULT_PROMPT, draft_texts: list[str] | None = None):
         super().__init__()
         self.register_modules(model=model, processor=processor)
         self.default_prompt = as_prompts(default_prompt, "default_prompt")[0]
+        self.draft_texts = list(draft_texts or [])
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: str | Path = CAPTIONER_ASSETS, **kwargs) -> "CaptioningPipeline":
@@ -95,7 +100,7 @@ class CaptioningPipeline(DiffusionPipeline):
                                   **({} if dtype is None else {"dtype": dtype}))
         check_finite(model.named_parameters(), str(root / "model"))
         processor = load_transformers(LlavaProcessor.from_pretrained, root / "processor")
-        return cls(model.eval(), processor, index.get("default_prompt", DEFAULT_PROMPT))
+        return cls(model.eval(), processor, index.get("default_prompt", DEFAULT_PROMPT), index.get("draft_texts"))
 
     def save_pretrained(self, save_directory: str | Path, **kwargs) -> None:
         root = Path(save_directory)
@@ -106,7 +111,18 @@ class CaptioningPipeline(DiffusionPipeline):
             "model": ["transformers", type(self.model).__name__],
             "processor": ["transformers", type(self.processor).__name__],
             "default_prompt": self.default_prompt,
+            "draft_texts": self.draft_texts,
         })
+
+    def resolve_decoding(self, decoding: str | DecodingConfig) -> str | DecodingConfig:
+        """"prompt-lookup" with the pipeline's `draft_texts` beside the prompt, when it has
+        some; every other decoding as given."""
+        if decoding != "prompt-lookup" or not self.draft_texts:
+            return decoding
+        tokenizer = self.processor.tokenizer
+        reference = [t for text in self.draft_texts for t in tokenizer(text, add_special_tokens=False).input_ids + [-1]]
+        config = DecodingConfig.from_name("prompt-lookup")
+        return replace(config, init=replace(config.drafter, reference=tuple(reference[:-1])))
 
     @property
     def image_size(self) -> int:
@@ -215,8 +231,8 @@ class CaptioningPipeline(DiffusionPipeline):
         settings = dict(pixel_values=inputs["pixel_values"], generator=generator, streamer=streamer,
                         max_new_tokens=max_new_tokens, do_sample=do_sample, eos_token_id=tokenizer.eos_token_id,
                         pad_token_id=tokenizer.pad_token_id, **sampling)
-        ids, stats = generate_text(self.model, inputs["input_ids"], inputs["attention_mask"], decoding=decoding,
-                                   return_stats=True, **settings)
+        ids, stats = generate_text(self.model, inputs["input_ids"], inputs["attention_mask"],
+                                   decoding=self.resolve_decoding(decoding), return_stats=True, **settings)
         # 5. detokenize
         tokens = ids[:, inputs["input_ids"].shape[1]:]
         text = [t.strip() for t in tokenizer.batch_decode(tokens, skip_special_tokens=True)]

@@ -89,6 +89,15 @@ def test_phrase_lookup_copies_a_run_and_takes_hints_while_in_step():
     assert out[..., 0].tolist() == [[red, circle, sits, here, stop]]
 
 
+def test_lookup_copies_from_its_reference_texts_first():
+    prompt = torch.tensor([[1, 2, 3]])
+    history = torch.tensor([[7, 8, -1, -1]])
+    plain = Lookup(first=True).propose(context(history, prompt), torch.tensor([2]), torch.zeros(1, 1), None)
+    assert plain.tolist() == [[-1]]  # "7 8" is in neither the prompt nor the text
+    with_reference = Lookup(first=True, reference=(4, 5, -1, 7, 8, 9, 6))
+    assert with_reference.propose(context(history, prompt), torch.tensor([2]), torch.zeros(1, 1), None).tolist() == [[9]]
+
+
 def test_unknown_drafter_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown draft init 'nearest'"):
         DecodingConfig.from_name("sjd", init="nearest")

@@ -41,11 +41,15 @@ def test_greedy_captions_match_transformers_generate(pipe, images, decoding):
 
 
 def test_saved_pipeline_loads_back_with_the_same_captions(images, tmp_path):
-    pipe = CaptioningPipeline(tiny_captioner().model, tiny_captioner().processor, default_prompt="say what you see .")
+    pipe = CaptioningPipeline(tiny_captioner().model, tiny_captioner().processor, default_prompt="say what you see .",
+                              draft_texts=["a red circle on a blue background ."])
     pipe.save_pretrained(tmp_path)
     loaded = load_pipeline(tmp_path)
     assert isinstance(loaded, CaptioningPipeline) and loaded.default_prompt == "say what you see ."
+    assert loaded.draft_texts == ["a red circle on a blue background ."]
+    assert loaded.resolve_decoding("prompt-lookup").drafter.reference  # the texts, as token ids
     assert loaded(images, decoding="ar", max_new_tokens=8).text == pipe(images, decoding="ar", max_new_tokens=8).text
+    assert loaded(images, max_new_tokens=8).text == pipe(images, decoding="ar", max_new_tokens=8).text
     assert pipe(images, max_new_tokens=8).text == pipe(images, prompt="say what you see .", max_new_tokens=8).text
 
 
