@@ -20,6 +20,7 @@ one-hot and SJD and MC-SJD stay exact whatever the drafter.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 
@@ -31,13 +32,31 @@ from mmspec.core.sampling import categorical, uniforms
 class DraftContext:
     """What a drafter may look at. `history` long `[B, T, K]` (-1 = unknown),
     `prompt` long `[B, P, K]` (-1 = padding) or None. `run [B]`, when given, is where
-    lookup copied the draft before (an index into prompt + history, -1 = none): the
-    next slot continues that phrase without searching again."""
+    lookup copied the draft before (an index into its reference + prompt + history, -1 =
+    none): the next slot continues that phrase without searching again."""
 
     layout: TokenLayout
     history: torch.Tensor
     prompt: torch.Tensor | None
     run: torch.Tensor | None = None
+
+    @classmethod
+    def over(cls, layout: TokenLayout, history: torch.Tensor, prompt: torch.Tensor | None, **kwargs) -> "DraftContext":
+        """A context whose `history` is a view into `text` (prompt, then history): drafts
+        written into the history show in the text without copying it again."""
+        ctx = cls(layout, history, prompt, **kwargs)
+        if prompt is not None:
+            text = torch.cat([prompt.to(history), history], 1)
+            ctx.history = text[:, prompt.shape[1]:]
+            ctx.__dict__["text"] = text
+        return ctx
+
+    @property
+    def text(self) -> torch.Tensor:
+        """`[B, P + T, K]`: the prompt, then the history."""
+        if "text" in self.__dict__:
+            return self.__dict__["text"]
+        return self.history if self.prompt is None else torch.cat([self.prompt.to(self.history), self.history], 1)
 
 
 @dataclass(frozen=True)
@@ -105,22 +124,34 @@ class Lookup:
     def name(self) -> str:
         return "phrase-lookup" if (self.first and self.substitutions) else "lookup"
 
+    @cached_property
+    def reference_ids(self) -> torch.Tensor:
+        """The reference and a -1 that keeps its last n-gram apart from the prompt's first."""
+        return torch.tensor(self.reference + (-1,)) if self.reference else torch.zeros(0, dtype=torch.long)
+
     def propose(self, ctx: DraftContext, pos: torch.Tensor, u: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
-        hay = ctx.history if ctx.prompt is None else torch.cat([ctx.prompt.to(ctx.history), ctx.history], 1)  # [B, H, K]
-        if self.reference:  # searched first; a -1 keeps its last n-gram apart from the prompt's first
-            reference = torch.tensor(self.reference + (-1,), device=hay.device)
-            hay = torch.cat([reference[None, :, None].expand(hay.shape[0], -1, hay.shape[2]), hay], 1)
-        here = pos + (hay.shape[1] - ctx.history.shape[1])  # index of the position in `hay`
-        rows = torch.arange(len(pos), device=pos.device)
-        source = torch.full_like(pos, -1)
+        text = ctx.text  # [B, P + T, K]
+        B, K = text.shape[0], text.shape[2]
+        reference = self.reference_ids.to(text.device)[None, :, None].expand(B, -1, K)  # searched first
+        offset = reference.shape[1]
+        here = pos + offset + text.shape[1] - ctx.history.shape[1]  # the position's index in reference + text
+        rows = torch.arange(B, device=pos.device)
+
+        def token_at(index: torch.Tensor) -> torch.Tensor:
+            in_text = text[rows, (index - offset).clamp(0, text.shape[1] - 1)]
+            return in_text if not offset else torch.where((index < offset)[:, None], reference[rows, index.clamp(0, offset - 1)], in_text)
+
+        source, token = torch.full_like(pos, -1), None
         if ctx.run is not None:  # continue the phrase copied into the slot before
             nxt = ctx.run + 1
-            source = torch.where((ctx.run >= 0) & (nxt < here) & (hay[rows, nxt.clamp(max=hay.shape[1] - 1)] >= 0).all(-1), nxt, -1)
-        if bool((source < 0).any()):
-            source = torch.where(source >= 0, source, self.search(hay, here))
+            token = token_at(nxt)
+            source = torch.where((ctx.run >= 0) & (nxt < here) & (token >= 0).all(-1), nxt, -1)
+        if token is None or bool((source < 0).any()):
+            source = torch.where(source >= 0, source, self.search(torch.cat([reference, text], 1), here))
+            token = token_at(source)
         if ctx.run is not None:
             ctx.run.copy_(source)
-        return torch.where((source >= 0)[:, None], hay[rows, source.clamp(min=0)], -1)
+        return torch.where((source >= 0)[:, None], token, -1)
 
     def search(self, hay: torch.Tensor, here: torch.Tensor) -> torch.Tensor:
         """`[B]`: the index in `hay [B, H, K]` of the token to copy for position `here [B]`
@@ -222,25 +253,29 @@ def first_drafts(
     hints: Hints | None = None,
 ) -> torch.Tensor:
     """Drafts `[B, J, K]` for `positions`, filled left to right so that a copy or a lookup
-    can take the draft just placed; writes them into `history` as it goes. -1 where skipped.
+    can take the draft just placed (`history` is read, not written). -1 where skipped.
     With `hints`, a slot of a window in step takes its hint (see `Hints`)."""
     B, J = positions.shape
     K = history.shape[-1]
     out = torch.full((B, J, K), -1, dtype=torch.long, device=history.device)
     u = uniforms((B, J, K), generator, history.device)
     rows = torch.arange(B, device=history.device)
-    ctx = DraftContext(layout, history, prompt, run=torch.full((B,), -1, dtype=torch.long, device=history.device))
+    ctx = DraftContext.over(layout, history, prompt, run=torch.full((B,), -1, dtype=torch.long, device=history.device))
+    history = ctx.history
     in_step = torch.ones(B, dtype=torch.bool, device=history.device)
+    live = positions >= 0
+    any_live = live.any(0).tolist()
+    all_live = live.all(0).tolist()
+    breaks = torch.cat([torch.zeros_like(positions[:, :1], dtype=torch.bool), positions[:, 1:] != positions[:, :-1] + 1], 1)
+    starts = [False] * J if hints is None else hints.chain_start.tolist()
+    safe_positions = positions.clamp(min=0)
     for j in range(J):
-        pos = positions[:, j]
-        live = pos >= 0
-        if j > 0:  # a lookup phrase runs on only into the next position
-            ctx.run.masked_fill_(pos != positions[:, j - 1] + 1, -1)
-        if hints is not None and bool(hints.chain_start[j]):
+        ctx.run.masked_fill_(breaks[:, j], -1)  # a lookup phrase runs on only into the next position
+        if starts[j]:
             in_step.fill_(True)
-        if not bool(live.any()):
+        if not any_live[j]:
             continue
-        safe = pos.clamp(min=0)
+        safe = safe_positions[:, j]
         allowed = layout.allowed_at(safe)
         if allowed is not None and K == 1:
             allowed = allowed[:, None]
@@ -249,7 +284,10 @@ def first_drafts(
             hint = keep_allowed(hints.tokens[:, j], allowed)
             in_step &= (draft == hints.fed[:, j]).all(-1)
             draft = torch.where((in_step & (hint >= 0).all(-1))[:, None], hint, draft)
-        draft = torch.where(live[:, None], draft, -1)
-        out[:, j] = draft
-        history[rows[live], safe[live]] = draft[live]
+        if all_live[j]:
+            out[:, j] = draft
+            history[rows, safe] = draft
+        else:
+            out[:, j] = torch.where(live[:, j, None], draft, -1)
+            history[rows[live[:, j]], safe[live[:, j]]] = draft[live[:, j]]
     return out

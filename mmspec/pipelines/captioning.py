@@ -29,6 +29,7 @@ from PIL import Image
 
 from mmspec.checkpoint import check_finite
 from mmspec.decoding.config import DecodingConfig
+from mmspec.decoding.drafts import Lookup
 from mmspec.pipelines.pipeline_utils import as_prompts, load_transformers, pop_dtype, read_index, write_json
 
 CAPTIONER_ASSETS = Path(__file__).resolve().parents[1] / "assets" / "captioner"
@@ -115,13 +116,15 @@ class CaptioningPipeline(DiffusionPipeline):
         })
 
     def resolve_decoding(self, decoding: str | DecodingConfig) -> str | DecodingConfig:
-        """"prompt-lookup" with the pipeline's `draft_texts` beside the prompt, when it has
-        some; every other decoding as given."""
-        if decoding != "prompt-lookup" or not self.draft_texts:
+        """Prompt-lookup ("prompt-lookup", or a config that redrafts with lookup) with the
+        pipeline's `draft_texts` beside the prompt, when it has some; every other decoding
+        as given."""
+        config = DecodingConfig.from_name(decoding) if decoding == "prompt-lookup" else decoding
+        if not (self.draft_texts and isinstance(config, DecodingConfig) and config.redraft
+                and isinstance(config.drafter, Lookup) and not config.drafter.reference):
             return decoding
         tokenizer = self.processor.tokenizer
         reference = [t for text in self.draft_texts for t in tokenizer(text, add_special_tokens=False).input_ids + [-1]]
-        config = DecodingConfig.from_name("prompt-lookup")
         return replace(config, init=replace(config.drafter, reference=tuple(reference[:-1])))
 
     @property
