@@ -43,7 +43,7 @@ GPT_CONFIG = VideoLlamaGenConfig(
 )
 CLASSIFIER_CONFIG = VideoClassifierConfig(num_classes=NUM_CLASSES, frames=NUM_FRAMES)
 
-GPT_VIDEOS, GPT_STEPS, GPT_BATCH, GPT_LR = 3000, 2000, 8, 2e-3
+GPT_VIDEOS, GPT_STEPS, GPT_BATCH, GPT_LR = 3000, 8000, 8, 2e-3
 TOKEN_CHUNK = 500  # videos rendered and encoded at a time
 CLF_VIDEOS, CLF_STEPS, CLF_BATCH, CLF_LR = 4000, 400, 32, 2e-3
 

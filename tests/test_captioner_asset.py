@@ -32,7 +32,7 @@ def test_lookup_drafts_match_ar_in_fewer_forwards(pipe):
 
 def test_captions_name_class_and_colours(pipe):
     """Held-out images 100-129 (three of each class): at least 27 of the 30 captions right
-    (class word, object colour, background colour; 2,000 held-out images measure 9x % in
+    (class word, object colour, background colour; 1,000 held-out images measure 98.6% in
     docs/captioning.md)."""
     images, scenes = load_scenes("heldout", 30, start=100)
     texts = pipe(to_pil(images)).text
