@@ -31,13 +31,15 @@ def stopped(sequences: torch.Tensor) -> torch.Tensor:
     return sequences.masked_fill(after, EOS)
 
 
-@pytest.mark.parametrize("decoding", ["sjd", "mc-sjd+lookup", "prompt-lookup"])
-def test_sampling_with_eos_top_k_and_temperature_is_lossless(decoding):
+@pytest.mark.parametrize("decoding, prompt", [("sjd", (1, 3, 4)), ("mc-sjd+lookup", (1, 3, 4)), ("prompt-lookup", (1, 3, 4)),
+                                              ("prompt-lookup", (1, 3, 4, 5, 3, 4, 1, 3))])
+def test_sampling_with_eos_top_k_and_temperature_is_lossless(decoding, prompt):
     """Every output of 3 new tokens (EOS ends it, padding after) is drawn as often as the
-    model's temperature-0.8, top-4 distribution says: chi-square at a fixed seed."""
+    model's temperature-0.8, top-4 distribution says: chi-square at a fixed seed. (The
+    repetitive prompt gives lookup phrases to copy, so prompt-lookup's hints are taken.)"""
     V, T, n = 6, 3, 6000
     model = tiny_lm(V)
-    prompt = torch.tensor([[1, 3, 4]])
+    prompt = torch.tensor([prompt])
     sampling = SamplingConfig(temperature=0.8, top_k=4)
     sequences = all_sequences(V, T)
     probs = sequence_probs(TransformersLM(model, T), {"input_ids": prompt.expand(len(sequences), -1)}, sequences, sampling)
@@ -47,7 +49,7 @@ def test_sampling_with_eos_top_k_and_temperature_is_lossless(decoding):
 
     ids = generate_text(model, prompt.expand(n, -1), decoding=decoding, max_new_tokens=T, do_sample=True, temperature=0.8,
                         top_k=4, generator=torch.Generator().manual_seed(5))
-    new = ids[:, 3:]
+    new = ids[:, prompt.shape[1]:]
     new = torch.cat([new, new.new_full((n, T - new.shape[1]), EOS)], 1)  # all stopped early: pad the rest
     counts = sequence_counts(new, V)
     assert counts[expected == 0].sum() == 0
