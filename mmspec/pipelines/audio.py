@@ -23,7 +23,6 @@ from pathlib import Path
 import torch
 from diffusers import DiffusionPipeline
 from diffusers.utils import BaseOutput
-from safetensors.torch import save_file
 
 from mmspec.checkpoint import load_into, read_state_dict
 from mmspec.decoding.config import DecodingConfig
@@ -35,12 +34,14 @@ from mmspec.pipelines.pipeline_utils import (
     TokenImagePipeline,
     as_prompts,
     check_generator,
+    load_module,
     load_transformers,
     pop_dtype,
     read_index,
     read_json,
     resolve_sampling,
     sampling_config,
+    save_module,
     write_json,
 )
 from mmspec.tokenizers.audio_codec import MelCodec
@@ -165,22 +166,17 @@ class SpeechPipeline(DiffusionPipeline):
         codec = MelCodec.from_pretrained(root / "codec")
         classifier = None
         if (root / "classifier").is_dir():
-            config = WordClassifierConfig.from_dict(read_json(root / "classifier" / "config.json", "word classifier"))
-            classifier = WordClassifier.from_checkpoint(root / "classifier" / "model.safetensors", config)
+            classifier = load_module(root / "classifier", WordClassifier, WordClassifierConfig, "word classifier")
         metadata = {k: v for k, v in index.items() if k not in INDEX_KEYS}
         return cls(decoder, condition, codec, classifier, index.get("frames", 48), index.get("default_sampling"), metadata)
 
     def save_pretrained(self, save_directory: str | Path, **kwargs) -> None:
         root = Path(save_directory)
         self.decoder.save_pretrained(root / "decoder")
-        write_json(root / "condition" / "config.json", self.condition.config)
-        save_file({k: v.detach().contiguous().cpu() for k, v in self.condition.state_dict().items()},
-                  str(root / "condition" / "model.safetensors"))
+        save_module(root / "condition", self.condition, self.condition.config)
         self.codec.save_pretrained(root / "codec")
         if self.classifier is not None:
-            write_json(root / "classifier" / "config.json", self.classifier.config.to_dict())
-            save_file({k: v.detach().contiguous().cpu() for k, v in self.classifier.state_dict().items()},
-                      str(root / "classifier" / "model.safetensors"))
+            save_module(root / "classifier", self.classifier, self.classifier.config.to_dict())
         write_json(root / "model_index.json", {
             "_class_name": type(self).__name__,
             "decoder": ["transformers", "MusicgenForCausalLM"],

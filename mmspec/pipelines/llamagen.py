@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 
 from mmspec.decoding.config import DecodingConfig
 from mmspec.metrics.classifier import ClassifierConfig, ShapesClassifier
@@ -24,13 +23,14 @@ from mmspec.pipelines.pipeline_utils import (
     TokenImagePipeline,
     as_prompts,
     check_images_per_prompt,
-    resolve_sampling,
     images_within_budget,
+    load_module,
     load_transformers,
     pop_dtype,
     read_index,
-    read_json,
+    resolve_sampling,
     sampling_config,
+    save_module,
     write_json,
 )
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
@@ -152,14 +152,11 @@ class LlamaGenPipeline(TokenImagePipeline):
         keywords are refused."""
         dtype = pop_dtype(cls, kwargs)
         root, index = read_index(pretrained_model_name_or_path, cls)
-        gpt_config = LlamaGenConfig.from_dict(read_json(root / "transformer" / "config.json", "LlamaGen GPT"))
-        vq_config = VQConfig.from_dict(read_json(root / "vqvae" / "config.json", "LlamaGen VQ"))
-        transformer = LlamaGenGPT.from_checkpoint(root / "transformer" / "model.safetensors", gpt_config)
-        vqvae = LlamaGenVQ.from_checkpoint(root / "vqvae" / "model.safetensors", vq_config)
+        transformer = load_module(root / "transformer", LlamaGenGPT, LlamaGenConfig, "LlamaGen GPT")
+        vqvae = load_module(root / "vqvae", LlamaGenVQ, VQConfig, "LlamaGen VQ")
         classifier = text_encoder = tokenizer = None
         if (root / "classifier").is_dir():
-            clf_config = ClassifierConfig.from_dict(read_json(root / "classifier" / "config.json", "Shapes classifier"))
-            classifier = ShapesClassifier.from_checkpoint(root / "classifier" / "model.safetensors", clf_config)
+            classifier = load_module(root / "classifier", ShapesClassifier, ClassifierConfig, "Shapes classifier")
         if (root / "text_encoder").is_dir():
             from transformers import AutoTokenizer, T5EncoderModel
 
@@ -200,9 +197,7 @@ class LlamaGenPipeline(TokenImagePipeline):
         modules = {"transformer": self.transformer, "vqvae": self.vqvae, "classifier": self.classifier}
         for name, module in modules.items():
             if module is not None:
-                write_json(root / name / "config.json", module.config.to_dict())
-                state = {k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}
-                save_file(state, str(root / name / "model.safetensors"))
+                save_module(root / name, module, module.config.to_dict())
         if self.text_encoder is not None:
             self.text_encoder.save_pretrained(root / "text_encoder")
             self.tokenizer.save_pretrained(root / "tokenizer")

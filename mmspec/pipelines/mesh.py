@@ -31,12 +31,14 @@ from mmspec.decoding.stats import DecodeStats
 from mmspec.metrics.mesh_classifier import MeshClassifier, MeshClassifierConfig
 from mmspec.models.mesh_opt import FACE_LOOKUP, MeshXLModel, mesh_prompts
 from mmspec.pipelines.pipeline_utils import (
+    load_module,
     load_transformers,
     pop_dtype,
     read_index,
     read_json,
     resolve_sampling,
     sampling_config,
+    save_module,
     write_json,
 )
 from mmspec.tokenizers.mesh import EOS, PAD, TOKENS_PER_FACE, VOCAB_SIZE, tokens_to_mesh
@@ -145,22 +147,17 @@ class MeshPipeline(DiffusionPipeline):
         check_finite(model.named_parameters(), str(folder))
         classifier = None
         if (root / "classifier").is_dir():
-            config = MeshClassifierConfig.from_dict(read_json(root / "classifier" / "config.json", "mesh classifier"))
-            classifier = MeshClassifier.from_checkpoint(root / "classifier" / "model.safetensors", config)
+            classifier = load_module(root / "classifier", MeshClassifier, MeshClassifierConfig, "mesh classifier")
         metadata = {k: v for k, v in index.items() if k not in INDEX_KEYS}
         return cls(model.eval(), classifier, index.get("class_names"), index.get("class_token_offset", VOCAB_SIZE),
                    index.get("default_sampling"), index.get("max_faces"), metadata)
 
     def save_pretrained(self, save_directory: str | Path, **kwargs) -> None:
         """Writes `model/` (MeshXL format), `classifier/` and `model_index.json`."""
-        from safetensors.torch import save_file
-
         root = Path(save_directory)
         self.model.save_pretrained(root / "model")
         if self.classifier is not None:
-            write_json(root / "classifier" / "config.json", self.classifier.config.to_dict())
-            state = {k: v.detach().contiguous().cpu() for k, v in self.classifier.state_dict().items()}
-            save_file(state, str(root / "classifier" / "model.safetensors"))
+            save_module(root / "classifier", self.classifier, self.classifier.config.to_dict())
         write_json(root / "model_index.json", {
             "_class_name": type(self).__name__,
             "model": ["transformers", "OPTForCausalLM"],

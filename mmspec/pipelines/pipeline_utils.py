@@ -93,6 +93,19 @@ def write_json(path: Path, data: dict) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n")
 
 
+def save_module(folder: Path, module: torch.nn.Module, config: dict) -> None:
+    """One of mmspec's own modules as `folder/config.json` and `folder/model.safetensors`."""
+    from safetensors.torch import save_file
+
+    write_json(folder / "config.json", config)
+    save_file({k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}, str(folder / "model.safetensors"))
+
+
+def load_module(folder: Path, model_cls, config_cls, what: str):
+    """What `save_module` wrote: `model_cls.from_checkpoint` with its `config_cls` from JSON."""
+    return model_cls.from_checkpoint(folder / "model.safetensors", config_cls.from_dict(read_json(folder / "config.json", what)))
+
+
 def as_prompts(prompt, name: str = "prompt") -> list[str]:
     """A non-empty list of non-empty strings from a string or a list, else a ValueError."""
     prompts = [prompt] if isinstance(prompt, str) else list(prompt) if isinstance(prompt, (list, tuple)) else []

@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 import torch
 from diffusers.utils import BaseOutput
-from safetensors.torch import save_file
 
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.stats import DecodeStats
@@ -39,11 +38,12 @@ from mmspec.pipelines.pipeline_utils import (
     TokenImagePipeline,
     check_images_per_prompt,
     images_within_budget,
+    load_module,
     pop_dtype,
     read_index,
-    read_json,
     resolve_sampling,
     sampling_config,
+    save_module,
     write_json,
 )
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
@@ -137,14 +137,11 @@ class VideoPipeline(TokenImagePipeline):
         `mmspec.assets.VIDEO_ASSETS`), cast to `torch_dtype` (or `dtype`) when given."""
         dtype = pop_dtype(cls, kwargs)
         root, index = read_index(pretrained_model_name_or_path, cls)
-        gpt_config = VideoLlamaGenConfig.from_dict(read_json(root / "transformer" / "config.json", "video LlamaGen"))
-        vq_config = VQConfig.from_dict(read_json(root / "vqvae" / "config.json", "LlamaGen VQ"))
-        transformer = VideoLlamaGen.from_checkpoint(root / "transformer" / "model.safetensors", gpt_config)
-        vqvae = LlamaGenVQ.from_checkpoint(root / "vqvae" / "model.safetensors", vq_config)
+        transformer = load_module(root / "transformer", VideoLlamaGen, VideoLlamaGenConfig, "video LlamaGen")
+        vqvae = load_module(root / "vqvae", LlamaGenVQ, VQConfig, "LlamaGen VQ")
         classifier = None
         if (root / "classifier").is_dir():
-            clf_config = VideoClassifierConfig.from_dict(read_json(root / "classifier" / "config.json", "video classifier"))
-            classifier = VideoClassifier.from_checkpoint(root / "classifier" / "model.safetensors", clf_config)
+            classifier = load_module(root / "classifier", VideoClassifier, VideoClassifierConfig, "video classifier")
         metadata = {k: v for k, v in index.items() if k not in INDEX_KEYS}
         pipe = cls(transformer, vqvae, classifier, index.get("class_names"), index.get("default_sampling"), metadata)
         return pipe if dtype is None else pipe.to(dtype)
@@ -155,9 +152,7 @@ class VideoPipeline(TokenImagePipeline):
         modules = {"transformer": self.transformer, "vqvae": self.vqvae, "classifier": self.classifier}
         for name, module in modules.items():
             if module is not None:
-                write_json(root / name / "config.json", module.config.to_dict())
-                state = {k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}
-                save_file(state, str(root / name / "model.safetensors"))
+                save_module(root / name, module, module.config.to_dict())
         write_json(root / "model_index.json", {
             "_class_name": type(self).__name__,
             "transformer": ["mmspec.models.video_llamagen", "VideoLlamaGen"],
