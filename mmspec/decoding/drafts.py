@@ -39,24 +39,14 @@ class DraftContext:
     history: torch.Tensor
     prompt: torch.Tensor | None
     run: torch.Tensor | None = None
+    text: torch.Tensor | None = None  # [B, P + T, K]: the prompt, then the history
 
-    @classmethod
-    def over(cls, layout: TokenLayout, history: torch.Tensor, prompt: torch.Tensor | None, **kwargs) -> "DraftContext":
-        """A context whose `history` is a view into `text` (prompt, then history): drafts
-        written into the history show in the text without copying it again."""
-        ctx = cls(layout, history, prompt, **kwargs)
-        if prompt is not None:
-            text = torch.cat([prompt.to(history), history], 1)
-            ctx.history = text[:, prompt.shape[1]:]
-            ctx.__dict__["text"] = text
-        return ctx
-
-    @property
-    def text(self) -> torch.Tensor:
-        """`[B, P + T, K]`: the prompt, then the history."""
-        if "text" in self.__dict__:
-            return self.__dict__["text"]
-        return self.history if self.prompt is None else torch.cat([self.prompt.to(self.history), self.history], 1)
+    def __post_init__(self):
+        """Joins prompt and history once; `history` becomes a view into `text`, so drafts
+        written into it show in the text without joining again."""
+        if self.text is None:
+            self.text = self.history if self.prompt is None else torch.cat([self.prompt.to(self.history), self.history], 1)
+            self.history = self.text[:, self.text.shape[1] - self.history.shape[1]:]
 
 
 @dataclass(frozen=True)
@@ -260,8 +250,8 @@ def first_drafts(
     out = torch.full((B, J, K), -1, dtype=torch.long, device=history.device)
     u = uniforms((B, J, K), generator, history.device)
     rows = torch.arange(B, device=history.device)
-    ctx = DraftContext.over(layout, history, prompt, run=torch.full((B,), -1, dtype=torch.long, device=history.device))
-    history = ctx.history
+    ctx = DraftContext(layout, history, prompt, run=torch.full((B,), -1, dtype=torch.long, device=history.device))
+    history = ctx.history  # a view into ctx.text
     in_step = torch.ones(B, dtype=torch.bool, device=history.device)
     live = positions >= 0
     any_live = live.any(0).tolist()

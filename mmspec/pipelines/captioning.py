@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -123,9 +124,14 @@ class CaptioningPipeline(DiffusionPipeline):
         if not (self.draft_texts and isinstance(config, DecodingConfig) and config.redraft
                 and isinstance(config.drafter, Lookup) and not config.drafter.reference):
             return decoding
+        return replace(config, init=replace(config.drafter, reference=self.draft_reference))
+
+    @cached_property
+    def draft_reference(self) -> tuple[int, ...]:
+        """`draft_texts` as token ids, -1 between texts, tokenised once."""
         tokenizer = self.processor.tokenizer
-        reference = [t for text in self.draft_texts for t in tokenizer(text, add_special_tokens=False).input_ids + [-1]]
-        return replace(config, init=replace(config.drafter, reference=tuple(reference[:-1])))
+        ids = [t for text in self.draft_texts for t in tokenizer(text, add_special_tokens=False).input_ids + [-1]]
+        return tuple(ids[:-1])
 
     @property
     def image_size(self) -> int:
