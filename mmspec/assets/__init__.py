@@ -30,6 +30,7 @@ DEFAULT_ASSETS = Path(__file__).resolve().parent / "default"
 MESH_ASSETS = Path(__file__).resolve().parent / "mesh"  # the shipped mesh model (`mmspec.pipelines.mesh`)
 SPEECH_ASSETS = Path(__file__).resolve().parent / "speech"  # a saved SpeechPipeline (scripts/train_speech_model.py)
 VIDEO_ASSETS = Path(__file__).resolve().parent / "video"  # the shipped video model (a saved VideoPipeline)
+LPD_ASSETS = Path(__file__).resolve().parent / "lpd"  # the shipped LPD model (a saved LPDPipeline)
 
 
 @dataclass

@@ -35,6 +35,7 @@ from mmspec.checkpoint import DeviceDtypeMixin, JSONConfig, load_into, read_stat
 from mmspec.core.contracts import GuidedLogits
 from mmspec.core.layout import TokenLayout
 from mmspec.models.kv_cache import CachedSession, StaticKVCache
+from mmspec.models.lpd import is_lpd_state_dict
 
 
 def find_multiple(n: int, k: int) -> int:
@@ -284,6 +285,9 @@ class LlamaGenGPT(DeviceDtypeMixin, nn.Module):
         """
         model = cls(config)
         state_dict = read_state_dict(path_or_state_dict, container_key)
+        if is_lpd_state_dict(state_dict):
+            raise ValueError("this is an LPD checkpoint (it has mask_token, fake_latent, z_proj_ln), not a LlamaGen GPT: "
+                             "load it with mmspec.models.lpd.LPD.from_checkpoint or LPDPipeline")
         load_into(model, state_dict, ignore=cls.IGNORED_KEYS, what="LlamaGen GPT checkpoint")
         return model.eval()
 

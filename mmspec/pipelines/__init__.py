@@ -12,6 +12,7 @@ PIPELINES = {
     "MeshPipeline": "mmspec.pipelines.mesh",
     "SpeechPipeline": "mmspec.pipelines.audio",
     "VideoPipeline": "mmspec.pipelines.video",
+    "LPDPipeline": "mmspec.pipelines.lpd",
 }
 
 

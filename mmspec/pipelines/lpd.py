@@ -1,0 +1,198 @@
+"""LPDPipeline: a class-conditional LPD model decoded group by group in LPD's locality-aware order.
+
+Example:
+    >>> from mmspec.assets import LPD_ASSETS
+    >>> from mmspec.pipelines import load_pipeline
+    >>> pipe = load_pipeline(LPD_ASSETS)  # doctest: +SKIP
+    >>> out = pipe(class_labels=[0, 1], num_inference_steps=20, generator=torch.Generator().manual_seed(0))  # doctest: +SKIP
+    >>> out.images[0].save("0.png"), out.stats[0].forward_passes  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from mmspec.decoding.lpd import generate_lpd
+from mmspec.decoding.orders import LocalityOrder
+from mmspec.decoding.stats import DecodeStats
+from mmspec.metrics.classifier import ClassifierConfig, ShapesClassifier
+from mmspec.models.lpd import LPD, LPDConfig
+from mmspec.pipelines.llamagen import as_class_labels
+from mmspec.pipelines.pipeline_utils import (
+    OUTPUT_TYPES,
+    TokenImagePipeline,
+    check_generator,
+    check_images_per_prompt,
+    images_within_budget,
+    load_module,
+    pop_dtype,
+    read_index,
+    resolve_sampling,
+    sampling_config,
+    save_module,
+    write_json,
+)
+from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
+
+# LPD's evaluation scripts: linear CFG schedule, temperature 1
+FAMILY_SAMPLING = dict(guidance_scale=4.0)
+INDEX_KEYS = ("_class_name", "transformer", "vqvae", "classifier", "class_names", "default_sampling", "repulsion")
+
+
+class LPDPipeline(TokenImagePipeline):
+    """LPD decoder (`transformer`) + VQ tokenizer (`vqvae`), and optionally the classifier
+    that judges the Shapes models. Saved and loaded as `LlamaGenPipeline` is
+    (`mmspec.pipelines.load_pipeline`).
+
+    Args:
+        class_names (`list[str]`, *optional*): one name per class.
+        default_sampling (`dict`, *optional*): sampling defaults saved with the model.
+        repulsion (`int`, *optional*, defaults to 1): the order's repulsion distance by default.
+        metadata (`dict`, *optional*): other `model_index.json` entries, kept on saving.
+    """
+
+    model_cpu_offload_seq = "transformer->vqvae"
+    _optional_components = ["classifier"]
+    condition_kind = "class"
+
+    def __init__(self, transformer: LPD, vqvae: LlamaGenVQ, classifier: ShapesClassifier | None = None,
+                 class_names: list[str] | None = None, default_sampling: dict | None = None, repulsion: int = 1,
+                 metadata: dict | None = None):
+        super().__init__()
+        self.register_modules(transformer=transformer, vqvae=vqvae, classifier=classifier)
+        if class_names is not None and len(class_names) != transformer.config.class_num:
+            raise ValueError(f"class_names has {len(class_names)} names for the model's {transformer.config.class_num} classes")
+        self._class_names = None if class_names is None else list(class_names)
+        self._saved_sampling = dict(default_sampling or {})
+        self._default_sampling = resolve_sampling(FAMILY_SAMPLING, self._saved_sampling)
+        self.repulsion = repulsion
+        self.metadata = dict(metadata or {})
+
+    @property
+    def class_names(self) -> list[str]:
+        return list(self._class_names or map(str, range(self.transformer.config.class_num)))
+
+    @property
+    def token_grid(self) -> tuple[int, int]:
+        g = self.transformer.config.grid_size
+        return g, g
+
+    @property
+    def default_sampling(self) -> dict:
+        return dict(self._default_sampling)
+
+    def max_images_for(self, grid: tuple[int, int]) -> int:
+        c = self.transformer.config
+        heads = c.decoder_num_heads
+        return images_within_budget(c.decoder_depth, heads, c.decoder_embed_dim // heads, grid[0] * grid[1] + 1, self.transformer.dtype)
+
+    def order(self, num_inference_steps: int, repulsion: int | None = None) -> LocalityOrder:
+        """The locality-aware order with LPD's group sizes for `num_inference_steps`."""
+        return LocalityOrder.for_steps(num_inference_steps, self.transformer.config.grid_size,
+                                       repulsion=self.repulsion if repulsion is None else repulsion)
+
+    # --- loading and saving --------------------------------------------------------------
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: str | Path, **kwargs) -> "LPDPipeline":
+        """Loads a directory written by `save_pretrained` (the shipped model:
+        `mmspec.assets.LPD_ASSETS`), cast to `torch_dtype` when given."""
+        dtype = pop_dtype(cls, kwargs)
+        root, index = read_index(pretrained_model_name_or_path, cls)
+        transformer = load_module(root / "transformer", LPD, LPDConfig, "LPD model")
+        vqvae = load_module(root / "vqvae", LlamaGenVQ, VQConfig, "LlamaGen VQ")
+        classifier = None
+        if (root / "classifier").is_dir():
+            classifier = load_module(root / "classifier", ShapesClassifier, ClassifierConfig, "Shapes classifier")
+        metadata = {k: v for k, v in index.items() if k not in INDEX_KEYS}
+        pipe = cls(transformer, vqvae, classifier, index.get("class_names"), index.get("default_sampling"),
+                   index.get("repulsion", 1), metadata)
+        return pipe if dtype is None else pipe.to(dtype)
+
+    def save_pretrained(self, save_directory: str | Path, **kwargs) -> None:
+        root = Path(save_directory)
+        for name, module in {"transformer": self.transformer, "vqvae": self.vqvae, "classifier": self.classifier}.items():
+            if module is not None:
+                save_module(root / name, module, module.config.to_dict())
+        write_json(root / "model_index.json", {
+            "_class_name": type(self).__name__,
+            "transformer": ["mmspec.models.lpd", "LPD"],
+            "vqvae": ["mmspec.tokenizers.llamagen_vq", "LlamaGenVQ"],
+            **({"classifier": ["mmspec.metrics.classifier", "ShapesClassifier"]} if self.classifier is not None else {}),
+            "class_names": self._class_names,
+            "default_sampling": self._saved_sampling,
+            "repulsion": self.repulsion,
+            **self.metadata,
+        })
+
+    # --- the call ----------------------------------------------------------------------
+
+    @torch.no_grad()
+    def __call__(
+        self,
+        class_labels: int | list[int] | torch.Tensor,
+        num_inference_steps: int = 20,
+        guidance_scale: float | None = None,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        guidance_schedule: str = "linear",
+        repulsion: int | None = None,
+        num_images_per_prompt: int = 1,
+        generator: torch.Generator | list[torch.Generator] | None = None,
+        output_type: str = "pil",
+        return_dict: bool = True,
+        callback_on_step_end: Callable | None = None,
+    ):
+        """Generates images in `num_inference_steps` forwards each.
+
+        Args:
+            class_labels (`int`, `list[int]` or `torch.Tensor`): classes.
+            num_inference_steps (`int`, *optional*, defaults to 20): forwards per image; a
+                step count with a group-size table (20 or 32 on a 16x16 grid).
+            guidance_scale (`float`, *optional*): the final CFG scale of the schedule.
+            temperature, top_k, top_p (*optional*): sampling; default to the saved sampling.
+            guidance_schedule (`str`, *optional*, defaults to "linear"): LPD's linear growth
+                of guidance along the order, or "constant".
+            repulsion (`int`, *optional*): the order's repulsion distance (the pipeline's by default).
+            num_images_per_prompt (`int`, *optional*, defaults to 1): images per label.
+            generator (`torch.Generator` or `list[torch.Generator]`, *optional*): every random
+                draw, orders included; a list gives one per image.
+            output_type (`str`, *optional*, defaults to "pil"): "pil", "np", "pt" or "tokens".
+            return_dict (`bool`, *optional*, defaults to True): an `ImagePipelineOutput`, else
+                a tuple `(images, stats)`.
+            callback_on_step_end (`Callable`, *optional*): `fn(pipe, step, tokens_committed, {})`.
+        """
+        # 1. check inputs
+        sampling = sampling_config(self._default_sampling, guidance_scale=guidance_scale, temperature=temperature,
+                                   top_k=top_k, top_p=top_p)
+        check_images_per_prompt(num_images_per_prompt)
+        labels = as_class_labels(class_labels, self.transformer.config.class_num).repeat_interleave(num_images_per_prompt)
+        order = self.order(num_inference_steps, repulsion)
+        if output_type not in OUTPUT_TYPES:
+            raise ValueError(f"unknown output_type {output_type!r}; choose from {', '.join(OUTPUT_TYPES)}")
+        if len(labels) > self.max_images_per_call:
+            raise ValueError(f"{len(labels)} images in one call exceed this model's {self.max_images_per_call}; split the request")
+        generator = check_generator(generator, len(labels))
+        runs = list(zip(labels.split(1), generator)) if isinstance(generator, list) else [(labels, generator)]
+        # 2. decode, group by group
+        tokens, stats, T = [], [], self.sequence_length
+        with self.progress_bar(total=len(labels) * T) as bar:
+            for run_labels, run_generator in runs:
+                started = time.perf_counter()
+                out = generate_lpd(self.transformer, run_labels, order, sampling, run_generator, guidance_schedule=guidance_schedule)
+                run_stats = DecodeStats(f"lpd-{order.steps}", True, out.forward_passes, out.tokens.numel(),
+                                        time.perf_counter() - started, out.step_of_cell)
+                tokens.append(out.tokens)
+                stats += run_stats.per_sample()
+                bar.update(out.tokens.numel())
+                if callback_on_step_end is not None:
+                    callback_on_step_end(self, len(stats), bar.n, {})
+        tokens = torch.cat(tokens)
+        # 3. detokenize and return
+        images = None if output_type == "tokens" else self.vqvae.decode(tokens)
+        return self.to_output(images, tokens, stats, output_type, return_dict)

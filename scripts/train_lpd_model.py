@@ -1,0 +1,107 @@
+"""Trains the shipped LPD model on Shapes and exports it to mmspec/assets/lpd/.
+
+Stages, each checkpointing to the work directory and resuming from there on a rerun
+(the resumable `Stage` loop of `train_default_model.py`):
+
+1. `tokens`: Shapes training images encoded by the shipped image VQ (the raster model's
+   tokens: `encode_tokens` of `train_default_model.py`);
+2. `lpd`: an `LPD` decoder as LPD trains it: every image in a uniformly random order,
+   every batch in a random group schedule (8 to 256 steps: LPD's tables for 20 and 32,
+   `ramp_group_sizes` for the others), labels dropped to the null class for guidance;
+3. `export`: an `LPDPipeline` (transformer, the shipped VQ and classifier, model_index.json).
+
+    PYTHONPATH=. python scripts/train_lpd_model.py           # rerun to resume
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from train_default_model import Stage, encode_tokens
+
+from mmspec.assets import DEFAULT_ASSETS, LPD_ASSETS
+from mmspec.datasets.shapes import CLASS_NAMES, NUM_CLASSES
+from mmspec.decoding.orders import GROUP_SIZES, ramp_group_sizes
+from mmspec.models.lpd import LPD, LPDConfig
+from mmspec.pipelines import load_pipeline
+
+LPD_CONFIG = LPDConfig(
+    img_size=64, vqgan_stride=4,  # the shipped VQ's 16x16 tokens: the grid of LPD's 256-pixel models
+    decoder_embed_dim=128, decoder_depth=6, decoder_num_heads=2,  # head dim 64, as LPD-L's
+    class_num=NUM_CLASSES, vqgan_vocab_size=512, label_drop_prob=0.1,
+)
+TRAIN_STEP_COUNTS = (8, 12, 16, 20, 24, 32, 64, 128, 256)  # the schedules of LPD's group_sizes_256.json
+LPD_IMAGES, LPD_STEPS, LPD_BATCH, LPD_LR = 40_000, 3000, 16, 1.5e-3
+
+
+def group_schedule(steps: int) -> tuple[int, ...]:
+    return GROUP_SIZES.get((LPD_CONFIG.seq_len, steps)) or ramp_group_sizes(steps, LPD_CONFIG.seq_len)
+
+
+def train_lpd(work: Path, seed: int, tokens: torch.Tensor, labels: torch.Tensor, steps: int) -> LPD:
+    torch.manual_seed(seed + 3)
+    model = LPD(LPD_CONFIG)
+    stage = Stage("lpd", work, model, LPD_LR, seed + 3, weight_decay=0.05)
+
+    def step():
+        g = stage.generator
+        idx = torch.randint(len(tokens), (LPD_BATCH,), generator=g)
+        x, y = tokens[idx], labels[idx]
+        drop = torch.rand(LPD_BATCH, generator=g) < LPD_CONFIG.label_drop_prob
+        y = torch.where(drop, torch.full_like(y, LPD_CONFIG.class_num), y)
+        orders = torch.argsort(torch.rand(LPD_BATCH, LPD_CONFIG.seq_len, generator=g), dim=1)
+        sizes = group_schedule(TRAIN_STEP_COUNTS[int(torch.randint(len(TRAIN_STEP_COUNTS), (1,), generator=g))])
+        logits = model(x, y, orders, sizes)
+        loss = F.cross_entropy(logits.flatten(0, 1), x.gather(1, orders).flatten())
+        stage.update(loss, max_grad_norm=1.0)
+        return {"loss": loss.item()}
+
+    if stage.step < steps:
+        stage.run(steps, LPD_LR, warmup=200, step_fn=step)
+    return model.eval()
+
+
+def export(assets: Path, model: LPD, sampling: dict, seed: int) -> None:
+    from mmspec.pipelines.lpd import LPDPipeline
+
+    raster = load_pipeline(DEFAULT_ASSETS)
+    metadata = {"training": {"script": "scripts/train_lpd_model.py", "seed": seed, "dataset": "mmspec.datasets.shapes"}}
+    pipe = LPDPipeline(model, raster.vqvae, classifier=raster.classifier, class_names=list(CLASS_NAMES),
+                       default_sampling=sampling, metadata=metadata)
+    pipe.save_pretrained(assets)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work", default="outputs/train_lpd", help="checkpoints (default outputs/train_lpd)")
+    parser.add_argument("--assets", default=str(LPD_ASSETS), help="export folder (default: the packaged mmspec/assets/lpd)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
+    parser.add_argument("--steps", type=int, default=LPD_STEPS, help=f"LPD training steps (default {LPD_STEPS})")
+    parser.add_argument("--images", type=int, default=LPD_IMAGES, help=f"training images (default {LPD_IMAGES})")
+    parser.add_argument("--stages", default="tokens,lpd,export", help="comma-separated stages to run, in order (default: all)")
+    parser.add_argument("--guidance-scale", type=float, default=3.0, help="default CFG scale written to model_index.json (default 3.0)")
+    args = parser.parse_args()
+    stages = args.stages.split(",")
+    unknown = set(stages) - {"tokens", "lpd", "export"}
+    if unknown or args.steps < 1 or args.images < 1:
+        parser.error(f"unknown stages {sorted(unknown)} or non-positive --steps/--images")
+    torch.set_num_threads(args.threads)
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    tokens, labels = encode_tokens(work, load_pipeline(DEFAULT_ASSETS).vqvae.eval(), args.images)
+    model = train_lpd(work, args.seed, tokens, labels, args.steps) if {"lpd", "export"} & set(stages) else None
+    if "export" in stages:
+        sampling = {"guidance_scale": args.guidance_scale, "temperature": 1.0, "top_k": 0, "top_p": 1.0}
+        export(Path(args.assets), model, sampling, args.seed)
+        print(f"exported to {args.assets}")
+    print(f"done after {time.perf_counter() - started:.0f} s in this run")
+
+
+if __name__ == "__main__":
+    main()
