@@ -18,6 +18,7 @@ import torch
 from mmspec.assets import DEFAULT_ASSETS
 
 AR_BASELINE = "ar"
+DEFAULT_DECODING = "mc-sjd"
 
 
 class UserError(Exception):
@@ -56,13 +57,15 @@ def seed_number(text: str) -> int:
 # --- settings shared by every verb --------------------------------------------------------
 
 
-def decoding_configs(args) -> list:
+def decoding_configs(args, default: str = DEFAULT_DECODING) -> list:
     """Every decoding a verb runs (bench: `--methods`, others: `--decoding`), each with the
     same `--window`, `--zipar-window` and `--init`."""
     from mmspec.decoding.config import DecodingConfig
 
-    names = args.methods if args.command == "bench" else [args.decoding]
-    return [DecodingConfig.from_name(n, window=args.window, zipar_window=args.zipar_window, init=args.init) for n in names]
+    names = args.methods if args.command == "bench" else [args.decoding or default]
+    # LPD pipelines name their own decodings (lpd-20, ...); the pipeline checks those
+    return [n if n.startswith("lpd") else DecodingConfig.from_name(n, window=args.window, zipar_window=args.zipar_window, init=args.init)
+            for n in names]
 
 
 def sampling_kwargs(args) -> dict:
@@ -89,8 +92,9 @@ def load(args):
 
 
 def checked_decodings(args, pipe) -> list:
-    """`decoding_configs`, each checked against the model (a window longer than its sequence...)."""
-    return [pipe.check_decoding(config) for config in decoding_configs(args)]
+    """`decoding_configs`, each checked against the model (a window longer than its sequence...);
+    without `--decoding`, the pipeline's default (LPD's lpd-20, the others' mc-sjd)."""
+    return [pipe.check_decoding(config) for config in decoding_configs(args, pipe.default_decoding)]
 
 
 def conditions(args, pipe) -> tuple[list[dict], list[str]]:
@@ -303,8 +307,9 @@ def add_decoding(p: argparse.ArgumentParser) -> None:
 
 
 def add_method(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--decoding", default="mc-sjd",
-                   help="decoding method: ar, sjd, mc-sjd, sjd+lantern, mc-sjd+gsd, zipar, zipar+mc-sjd, ... (default mc-sjd)")
+    p.add_argument("--decoding",
+                   help="decoding method: ar, sjd, mc-sjd, sjd+lantern, mc-sjd+gsd, zipar, zipar+mc-sjd, ...; lpd-20 or lpd-32 "
+                        "for an LPD pipeline (default: mc-sjd, or lpd-20 for LPD)")
 
 
 def add_condition(p: argparse.ArgumentParser, per_class: int) -> None:

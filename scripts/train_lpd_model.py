@@ -35,7 +35,7 @@ LPD_CONFIG = LPDConfig(
     class_num=NUM_CLASSES, vqgan_vocab_size=512, label_drop_prob=0.1,
 )
 TRAIN_STEP_COUNTS = (8, 12, 16, 20, 24, 32, 64, 128, 256)  # the schedules of LPD's group_sizes_256.json
-LPD_IMAGES, LPD_STEPS, LPD_BATCH, LPD_LR = 40_000, 3000, 16, 1.5e-3
+LPD_IMAGES, LPD_STEPS, LPD_BATCH, LPD_LR = 40_000, 2400, 16, 1.5e-3
 
 
 def group_schedule(steps: int) -> tuple[int, ...]:

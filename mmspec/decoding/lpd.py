@@ -29,6 +29,35 @@ from mmspec.decoding.orders import LocalityOrder
 from mmspec.models.lpd import LPD, linear_guidance
 
 
+@dataclass(frozen=True)
+class LPDDecoding:
+    """How an LPD pipeline decodes, by name as the CLI and benchmarks give it: "lpd-20",
+    "lpd-32" (`steps` forwards, LPD's group sizes), or "ar" (one cell per forward, in the
+    locality-aware order: the LPD model's own one-token-per-step baseline).
+    `repulsion`: the order's, or None for the pipeline's."""
+
+    steps: int | None = 20  # None: one cell per step
+    repulsion: int | None = None
+
+    exact = True  # each group is drawn from the model's own distribution over it
+
+    @property
+    def name(self) -> str:
+        return "ar" if self.steps is None else "lpd"
+
+    def describe(self) -> str:
+        return "ar" if self.steps is None else f"lpd-{self.steps}"
+
+    @classmethod
+    def from_name(cls, name: str) -> "LPDDecoding":
+        if name == "ar":
+            return cls(None)
+        prefix, _, steps = name.partition("-")
+        if prefix != "lpd" or not steps.isdigit() or int(steps) < 1:
+            raise ValueError(f"an LPD pipeline decodes group by group: choose lpd-<steps> (lpd-20, lpd-32) or ar, got {name!r}")
+        return cls(int(steps))
+
+
 @dataclass
 class LPDOutput:
     """Attributes:

@@ -77,12 +77,13 @@ class LocalityOrder:
 
     @classmethod
     def for_steps(cls, steps: int, grid_size: int = 16, **kwargs) -> "LocalityOrder":
-        """The order with LPD's group-size table for `steps` steps on this grid."""
-        sizes = GROUP_SIZES.get((grid_size**2, steps))
+        """The order with LPD's group-size table for `steps` steps on this grid (one cell per
+        step when `steps` is the cell count)."""
+        sizes = (1,) * steps if steps == grid_size**2 else GROUP_SIZES.get((grid_size**2, steps))
         if sizes is None:
             known = sorted(s for n, s in GROUP_SIZES if n == grid_size**2)
             raise ValueError(f"no group-size table for {steps} steps on a {grid_size}x{grid_size} grid; "
-                             f"tables exist for {', '.join(map(str, known)) or 'no step count'} steps")
+                             f"tables exist for {', '.join(map(str, [*known, grid_size**2]))} steps")
         return cls(sizes, grid_size, **kwargs)
 
     @property

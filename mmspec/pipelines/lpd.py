@@ -16,7 +16,8 @@ from pathlib import Path
 
 import torch
 
-from mmspec.decoding.lpd import generate_lpd
+from mmspec.decoding.config import DecodingConfig
+from mmspec.decoding.lpd import LPDDecoding, generate_lpd
 from mmspec.decoding.orders import LocalityOrder
 from mmspec.decoding.stats import DecodeStats
 from mmspec.metrics.classifier import ClassifierConfig, ShapesClassifier
@@ -58,6 +59,7 @@ class LPDPipeline(TokenImagePipeline):
     model_cpu_offload_seq = "transformer->vqvae"
     _optional_components = ["classifier"]
     condition_kind = "class"
+    default_decoding = "lpd-20"
 
     def __init__(self, transformer: LPD, vqvae: LlamaGenVQ, classifier: ShapesClassifier | None = None,
                  class_names: list[str] | None = None, default_sampling: dict | None = None, repulsion: int = 1,
@@ -90,10 +92,21 @@ class LPDPipeline(TokenImagePipeline):
         heads = c.decoder_num_heads
         return images_within_budget(c.decoder_depth, heads, c.decoder_embed_dim // heads, grid[0] * grid[1] + 1, self.transformer.dtype)
 
-    def order(self, num_inference_steps: int, repulsion: int | None = None) -> LocalityOrder:
-        """The locality-aware order with LPD's group sizes for `num_inference_steps`."""
-        return LocalityOrder.for_steps(num_inference_steps, self.transformer.config.grid_size,
-                                       repulsion=self.repulsion if repulsion is None else repulsion)
+    def order(self, num_inference_steps: int | None, repulsion: int | None = None) -> LocalityOrder:
+        """The locality-aware order with LPD's group sizes for `num_inference_steps` (None:
+        one cell per step)."""
+        g = self.transformer.config.grid_size
+        return LocalityOrder.for_steps(num_inference_steps or g * g, g, repulsion=self.repulsion if repulsion is None else repulsion)
+
+    def check_decoding(self, decoding: str | DecodingConfig | LPDDecoding) -> LPDDecoding:
+        """`decoding` as an `LPDDecoding`: "lpd-20", "lpd-32", "ar" (or the engine's AR config);
+        refused in one line when this model has no group-size table for it."""
+        if isinstance(decoding, DecodingConfig):
+            decoding = decoding.name if decoding.name == "ar" and decoding.exact else decoding.describe()
+        if isinstance(decoding, str):
+            decoding = LPDDecoding.from_name(decoding)
+        self.order(decoding.steps, decoding.repulsion)
+        return decoding
 
     # --- loading and saving --------------------------------------------------------------
 
@@ -135,7 +148,8 @@ class LPDPipeline(TokenImagePipeline):
     def __call__(
         self,
         class_labels: int | list[int] | torch.Tensor,
-        num_inference_steps: int = 20,
+        num_inference_steps: int | None = None,
+        decoding: str | LPDDecoding | DecodingConfig = "lpd-20",
         guidance_scale: float | None = None,
         temperature: float | None = None,
         top_k: int | None = None,
@@ -152,8 +166,10 @@ class LPDPipeline(TokenImagePipeline):
 
         Args:
             class_labels (`int`, `list[int]` or `torch.Tensor`): classes.
-            num_inference_steps (`int`, *optional*, defaults to 20): forwards per image; a
-                step count with a group-size table (20 or 32 on a 16x16 grid).
+            num_inference_steps (`int`, *optional*): forwards per image, a step count with a
+                group-size table (20 or 32 on a 16x16 grid); overrides `decoding`'s.
+            decoding (`str` or `LPDDecoding`, *optional*, defaults to "lpd-20"): "lpd-20",
+                "lpd-32" or "ar" (one cell per forward), as the CLI and benchmarks name them.
             guidance_scale (`float`, *optional*): the final CFG scale of the schedule.
             temperature, top_k, top_p (*optional*): sampling; default to the saved sampling.
             guidance_schedule (`str`, *optional*, defaults to "linear"): LPD's linear growth
@@ -172,7 +188,10 @@ class LPDPipeline(TokenImagePipeline):
                                    top_k=top_k, top_p=top_p)
         check_images_per_prompt(num_images_per_prompt)
         labels = as_class_labels(class_labels, self.transformer.config.class_num).repeat_interleave(num_images_per_prompt)
-        order = self.order(num_inference_steps, repulsion)
+        decoding = self.check_decoding(decoding)
+        if num_inference_steps is not None:
+            decoding = LPDDecoding(num_inference_steps, decoding.repulsion)
+        order = self.order(decoding.steps, decoding.repulsion if repulsion is None else repulsion)
         if output_type not in OUTPUT_TYPES:
             raise ValueError(f"unknown output_type {output_type!r}; choose from {', '.join(OUTPUT_TYPES)}")
         if len(labels) > self.max_images_per_call:
@@ -185,7 +204,7 @@ class LPDPipeline(TokenImagePipeline):
             for run_labels, run_generator in runs:
                 started = time.perf_counter()
                 out = generate_lpd(self.transformer, run_labels, order, sampling, run_generator, guidance_schedule=guidance_schedule)
-                run_stats = DecodeStats(f"lpd-{order.steps}", True, out.forward_passes, out.tokens.numel(),
+                run_stats = DecodeStats(decoding.describe(), decoding.exact, out.forward_passes, out.tokens.numel(),
                                         time.perf_counter() - started, out.step_of_cell)
                 tokens.append(out.tokens)
                 stats += run_stats.per_sample()

@@ -205,6 +205,7 @@ class TokenImagePipeline(DiffusionPipeline):
     """
 
     condition_kind: str  # "class" (class_labels=) or "prompt" (prompt=)
+    default_decoding = "mc-sjd"  # what the CLI runs without --decoding
 
     @property
     def class_names(self) -> list[str] | None:

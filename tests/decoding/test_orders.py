@@ -69,7 +69,7 @@ def test_ramp_group_sizes_start_with_one_cell_grow_and_sum_exactly():
 
 
 @pytest.mark.parametrize("make, message", [
-    (lambda: LocalityOrder.for_steps(24), "no group-size table for 24 steps on a 16x16 grid; tables exist for 20, 32 steps"),
+    (lambda: LocalityOrder.for_steps(24), "no group-size table for 24 steps on a 16x16 grid; tables exist for 20, 32, 256 steps"),
     (lambda: LocalityOrder((1, 2), grid_size=4), "summing to 16 cells"),
     (lambda: LocalityOrder((16,), grid_size=4, repulsion=-1), "repulsion must be >= 0"),
 ])

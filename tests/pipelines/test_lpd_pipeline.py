@@ -49,7 +49,7 @@ def test_save_and_load_round_trip(pipe, tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(class_labels=0, num_inference_steps=24), "no group-size table for 24 steps on a 16x16 grid; tables exist for 20, 32 steps"),
+    (dict(class_labels=0, num_inference_steps=24), "no group-size table for 24 steps on a 16x16 grid; tables exist for 20, 32, 256 steps"),
     (dict(class_labels=12), "class label 12 is out of range"),
     (dict(class_labels=0, output_type="gif"), "unknown output_type"),
     (dict(class_labels=0, guidance_schedule="cosine"), "unknown guidance schedule"),
@@ -67,3 +67,16 @@ def test_an_lpd_checkpoint_given_to_the_raster_pipeline_is_refused(pipe, tmp_pat
 
     with pytest.raises(ValueError, match="this is an LPD checkpoint"):
         LlamaGenGPT.from_checkpoint(tmp_path / "transformer" / "model.safetensors", LlamaGenConfig(dim=32, n_layer=1, n_head=2))
+
+
+def test_decodings_by_name_as_the_cli_gives_them(pipe):
+    from mmspec.decoding.config import DecodingConfig
+
+    assert pipe.check_decoding("lpd-32").steps == 32
+    assert pipe.check_decoding(DecodingConfig.from_name("ar")).describe() == "ar"
+    out = pipe(0, decoding="ar", output_type="tokens", generator=torch.Generator().manual_seed(0))
+    assert out.stats[0].forward_passes == 256 and out.stats[0].method == "ar"
+    with pytest.raises(ValueError, match="an LPD pipeline decodes group by group: choose lpd-<steps>"):
+        pipe.check_decoding(DecodingConfig.from_name("mc-sjd"))
+    with pytest.raises(ValueError, match="no group-size table for 24 steps"):
+        pipe.check_decoding("lpd-24")
