@@ -188,7 +188,7 @@ class LPD(DeviceDtypeMixin, nn.Module):
         emb = self.class_emb(labels.clamp(0, self.config.class_num - 1))
         return torch.where(null[:, None], self.fake_latent.to(emb.dtype), emb)
 
-    def _embed(self, x: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+    def embed(self, x: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
         """Adds the position embeddings of `slots [B, n]` (0 the class, cell c is c + 1)."""
         pos = self.pos_embed[0][slots]
         return self.z_proj_ln(x + pos)
@@ -206,8 +206,8 @@ class LPD(DeviceDtypeMixin, nn.Module):
         n_ctx = T - int(sizes[-1])
         cells = orders[:, :n_ctx] + 1
         context = torch.cat([self.class_embedding(labels)[:, None], self.token_emb(in_order[:, :n_ctx])], 1)
-        context = self._embed(context, torch.cat([torch.zeros_like(cells[:, :1]), cells], 1))
-        queries = self._embed(self.mask_token.expand(B, T, -1), orders + 1)
+        context = self.embed(context, torch.cat([torch.zeros_like(cells[:, :1]), cells], 1))
+        queries = self.embed(self.mask_token.expand(B, T, -1), orders + 1)
         mask = group_mask(torch.cat([torch.zeros(1, dtype=torch.long), cell_group[:n_ctx]]), cell_group).to(tokens.device)
         h = torch.cat([context, queries], 1)
         for block in self.blocks:
@@ -262,7 +262,7 @@ class LPDSession:
             first_slots = self._rows(self.orders[:, self.fed : self.asked] + 1)
         query_slots = self._rows(self.orders[:, self.asked : self.asked + group] + 1)
         queries = model.mask_token.expand(len(query_slots), group, -1)
-        h = torch.cat([model._embed(first, first_slots), model._embed(queries, query_slots)], 1)
+        h = torch.cat([model.embed(first, first_slots), model.embed(queries, query_slots)], 1)
         lo = 0 if previous is None else self.fed + 1
         slots = slice(lo, lo + h.shape[1])
         block = torch.cat([torch.zeros(first.shape[1], dtype=torch.long), torch.ones(group, dtype=torch.long)])
