@@ -38,12 +38,13 @@ from mmspec.pipelines.pipeline_utils import read_json
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
 
 GPT_CONFIG = VideoLlamaGenConfig(
-    dim=96, n_layer=4, n_head=2, multiple_of=64,  # head dim 48: 8 rotated pairs each for frame, row and col
+    dim=128, n_layer=6, n_head=2, multiple_of=64,  # head dim 64: 12 rotated pairs for the frame, 10 each for row and col
+    rope_base=100,  # axes of 8 positions: with LlamaGen's 10,000 most pairs would barely turn
     num_classes=NUM_CLASSES, class_dropout_prob=0.1, vocab_size=512, frames=NUM_FRAMES, block_size=NUM_FRAMES * 64,
 )
 CLASSIFIER_CONFIG = VideoClassifierConfig(num_classes=NUM_CLASSES, frames=NUM_FRAMES)
 
-GPT_VIDEOS, GPT_STEPS, GPT_BATCH, GPT_LR = 3000, 8000, 8, 2e-3
+GPT_VIDEOS, GPT_STEPS, GPT_BATCH, GPT_LR = 12000, 4000, 8, 2e-3
 TOKEN_CHUNK = 500  # videos rendered and encoded at a time
 CLF_VIDEOS, CLF_STEPS, CLF_BATCH, CLF_LR = 4000, 400, 32, 2e-3
 

@@ -28,6 +28,8 @@ PACKAGE_FILES = [
     "mmspec/assets/mesh/model/model.safetensors",
     "mmspec/assets/video/model_index.json",
     "mmspec/assets/video/transformer/model.safetensors",
+    "mmspec/assets/lpd/model_index.json",
+    "mmspec/assets/lpd/transformer/model.safetensors",
     "mmspec/apps/demo.py",
     "mmspec/hf_generate/custom_generate/generate.py",  # mmspec.CUSTOM_GENERATE for transformers
 ]

@@ -48,6 +48,7 @@ TABS: tuple[tuple[str, str, str], ...] = (
     ("Meshes", "mmspec.apps.mesh_tab", "build_mesh_tab"),
     ("Speech", "mmspec.apps.audio_tab", "build_speech_tab"),
     ("Video", "mmspec.apps.video_tab", "build_video_tab"),
+    ("LPD", "mmspec.apps.lpd_tab", "build_lpd_tab"),
 )
 QUEUE_SIZE = 16  # requests waiting beyond that are refused, not queued for ever
 

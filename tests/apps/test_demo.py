@@ -66,7 +66,7 @@ def test_the_api_names_its_parameters_and_outputs_for_people(app):
     """view_api() used to list parameters `lk`, `ld`, `gr_`, `gg`, `gd` and an output `value_28`."""
     api = client(app).view_api(return_format="dict", print_info=False)
     # the Images tab's /generate, then the endpoints of the tabs registered in TABS
-    tabs = ["/draw_shapes", "/caption", "/generate_mesh", "/speak", "/generate_video"]
+    tabs = ["/draw_shapes", "/caption", "/generate_mesh", "/speak", "/generate_video", "/generate_lpd"]
     assert list(api["named_endpoints"]) == ["/generate", *tabs] and not api["unnamed_endpoints"]
     endpoint = api["named_endpoints"]["/generate"]
     assert [p["parameter_name"] for p in endpoint["parameters"]] == PARAMETERS

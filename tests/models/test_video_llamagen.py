@@ -6,7 +6,8 @@ from mmspec.models.video_llamagen import VideoLlamaGen, VideoLlamaGenConfig, rop
 
 def test_rope_turns_each_group_with_its_axis():
     table = rope_3d(frames=2, grid_size=2, head_dim=12, base=10000, prefix_len=1)  # 6 pairs: 2 frame, 2 row, 2 col
-    assert table.shape == (1 + 8, 6, 2) and table[0].abs().sum() == 0
+    assert table.shape == (1 + 8, 6, 2)
+    assert (table[0, :, 0] == 1).all() and (table[0, :, 1] == 0).all()  # the class token: identity, not zero
     angle = torch.atan2(table[1:, :, 1], table[1:, :, 0]).view(2, 2, 2, 6)  # (frame, row, col, pair)
     assert torch.allclose(angle[1, :, :, :2] - angle[0, :, :, :2], angle[1, 0, 0, :2].expand(2, 2, 2))  # frame group
     assert (angle[:, :, :, 2:].sub(angle[:1, :, :, 2:]).abs() < 1e-6).all()  # row and col groups ignore the frame
