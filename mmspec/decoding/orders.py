@@ -123,9 +123,9 @@ def _locality_order(config: LocalityOrder, seed: int) -> torch.Tensor:
             picked, rest = [], free[torch.argsort(tiebreak)].tolist()
         else:
             shuffled = torch.argsort(tiebreak)
-            score = closeness[free[shuffled]][:, taken].sum(-1)
-            rank = shuffled[torch.sort(score, descending=True, stable=True).indices]  # equal scores in random order
-            ranked, good = free[rank].tolist(), (closeness[free[rank]][:, taken].sum(-1) >= config.proximity).tolist()
+            by_score = torch.sort(closeness[free[shuffled]][:, taken].sum(-1), descending=True, stable=True)  # ties in random order
+            ranked = free[shuffled[by_score.indices]].tolist()
+            good = (by_score.values >= config.proximity).tolist()
             picked, skipped, unseen = [], [], [c for c, ok in zip(ranked, good) if ok]
             while unseen and len(picked) < size:
                 cell = unseen.pop(0)

@@ -24,9 +24,7 @@ from mmspec.metrics.classifier import ClassifierConfig, ShapesClassifier
 from mmspec.models.lpd import LPD, LPDConfig
 from mmspec.pipelines.llamagen import as_class_labels
 from mmspec.pipelines.pipeline_utils import (
-    OUTPUT_TYPES,
     TokenImagePipeline,
-    check_generator,
     check_images_per_prompt,
     images_within_budget,
     load_module,
@@ -192,11 +190,7 @@ class LPDPipeline(TokenImagePipeline):
         if num_inference_steps is not None:
             decoding = LPDDecoding(num_inference_steps, decoding.repulsion)
         order = self.order(decoding.steps, decoding.repulsion if repulsion is None else repulsion)
-        if output_type not in OUTPUT_TYPES:
-            raise ValueError(f"unknown output_type {output_type!r}; choose from {', '.join(OUTPUT_TYPES)}")
-        if len(labels) > self.max_images_per_call:
-            raise ValueError(f"{len(labels)} images in one call exceed this model's {self.max_images_per_call}; split the request")
-        generator = check_generator(generator, len(labels))
+        generator = self.check_batch(output_type, generator, len(labels), self.token_grid)
         runs = list(zip(labels.split(1), generator)) if isinstance(generator, list) else [(labels, generator)]
         # 2. decode, group by group
         tokens, stats, T = [], [], self.sequence_length

@@ -247,9 +247,9 @@ class TokenImagePipeline(DiffusionPipeline):
         """
         return check_decoding_limits(decoding, self.token_grid)
 
-    def check_common(self, decoding, output_type: str, generator, num_images: int, grid: tuple[int, int]):
-        """Step 1 for every family: the decoding against the call's token `grid`, the output
-        type, the generator(s) and the number of images; before any work."""
+    def check_batch(self, output_type: str, generator, num_images: int, grid: tuple[int, int]):
+        """The output type, the number of images at `grid` tokens and the generator(s);
+        returns the generator(s)."""
         if output_type not in OUTPUT_TYPES:
             raise ValueError(f"unknown output_type {output_type!r}; choose from {', '.join(OUTPUT_TYPES)}")
         limit = self.max_images_for(grid)
@@ -258,7 +258,13 @@ class TokenImagePipeline(DiffusionPipeline):
                 f"{num_images} images in one call exceed this model's {limit} ({KV_CACHE_BUDGET_BYTES // 2**30} GiB "
                 f"of cache at {grid[0]}x{grid[1]} tokens); split the request"
             )
-        return check_decoding_limits(decoding, grid), check_generator(generator, num_images)
+        return check_generator(generator, num_images)
+
+    def check_common(self, decoding, output_type: str, generator, num_images: int, grid: tuple[int, int]):
+        """Step 1 for every Jacobi-decoded family: the decoding against the call's token
+        `grid`, then `check_batch`; before any work."""
+        generator = self.check_batch(output_type, generator, num_images, grid)
+        return check_decoding_limits(decoding, grid), generator
 
     def decode_tokens(
         self,
