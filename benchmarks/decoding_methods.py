@@ -41,6 +41,10 @@ TUNED = [
     DecodingConfig.from_name("zipar+mc-sjd", zipar_window=2),
     DecodingConfig.from_name("mc-sjd", init="lookup"),
     DecodingConfig.from_name("mc-sjd", init="lookup+above"),
+    # a longer window, then candidate branches at the leading slots (exact)
+    DecodingConfig.from_name("mc-sjd", window=32, init="above"),
+    DecodingConfig.from_name("mc-sjd", window=32, init="above", branches=16, branch_slots=4, branch_length=2),
+    DecodingConfig.from_name("mc-sjd", window=32, init="above", branches=128, branch_slots=2, branch_length=1),
 ]
 
 
@@ -48,7 +52,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--per-class", type=int, default=10, help="images per class (default 10)")
     parser.add_argument("--methods", nargs="*", default=None,
-                        help="decoding names (default: the papers' settings of every method, then the tuned rows)")
+                        help="decoding names or tuned rows by their table name, e.g. 'mc-sjd (init=above)' "
+                             "(default: the papers' settings of every method, then the tuned rows)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--out", default="benchmarks/results", help="output folder")
@@ -63,7 +68,8 @@ def main() -> None:
     conditions = [{"class_labels": [int(c)]} for c in labels]
     real, _ = load_split("heldout", len(labels))
 
-    methods = args.methods or [*METHODS, *TUNED]
+    tuned = {config.describe(): config for config in TUNED}  # a tuned row by its table name
+    methods = [tuned.get(m, m) for m in args.methods] if args.methods else [*METHODS, *TUNED]
     bar = tqdm(total=len(methods) * len(conditions), desc="benchmark", unit="img")
     results = []
     for method in methods:

@@ -29,6 +29,22 @@ class GuidedLogits:
     uncond: torch.Tensor | None = None
 
 
+@dataclass
+class CallTree:
+    """Tree attention for one forward: several inputs may stand for the same position
+    (candidate tokens for it), each seeing its own ancestors in the call.
+
+    Attributes:
+        acts_as (`torch.Tensor`): long `[B, n]`, the position each input stands for: its
+            rotary position, and it sees the committed positions before it.
+        visible (`torch.Tensor`): bool `[B, n, n]`; `visible[b, i, j]`: input i sees input j
+            of the call (its ancestors and itself).
+    """
+
+    acts_as: torch.Tensor
+    visible: torch.Tensor
+
+
 class TokenSession(Protocol):
     """The KV cache and condition of one generation call over `batch_size` sequences.
 
@@ -57,6 +73,12 @@ class TokenSession(Protocol):
         same call with the same segment id (`segments [B, n]`, default all equal) whose
         position is not after its own; never to empty slots or uncommitted drafts.
         Returns logits whose entry j predicts position `positions[:, j] + 1`.
+
+        A session that offers tree attention (`supports_tree = True`) also takes
+        `tree=CallTree(...)`: `positions` then say where each input's keys are written (a
+        scratch position for a second candidate of one position), `tree.acts_as` which
+        position it stands for (entry j predicts `acts_as[:, j] + 1`), and `tree.visible`
+        what it sees of the call, instead of segments.
         """
 
     def commit(self, positions: torch.Tensor, mask: torch.Tensor) -> None:
@@ -64,6 +86,11 @@ class TokenSession(Protocol):
         cache entries, written by the last forward that fed them, become visible to later
         queries. Everything not committed is discarded for free: it is never attended and
         the next forward at that position overwrites it."""
+
+    def relocate(self, sources: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> None:
+        """Tree sessions only: copies the cache entries written at `sources [B, n]` (tree
+        candidates kept at scratch positions) to the slots of `positions [B, n]` where
+        `mask`; `commit` them afterwards."""
 
 
 class TokenModel(Protocol):

@@ -57,6 +57,13 @@ class DecodingConfig:
             follows the drafts that forward saw (`mmspec.decoding.drafts.Hints`). Prompt-
             lookup decoding ("prompt-lookup": SJD, "phrase-lookup" drafts), for text that
             repeats its prompt with some words changed.
+        branches (`int`, defaults to 0): candidate tokens fed beside the draft of each of the
+            first `branch_slots` window slots, under tree attention, each followed by
+            `branch_length` of the window's next drafts; when a draft is rejected and the
+            token drawn instead is a candidate, its branch goes on verifying in the same
+            forward (`mmspec.decoding.branches`; exact). Needs a session with tree attention.
+        branch_slots (`int`, defaults to 4): leading window slots that get candidates.
+        branch_length (`int`, defaults to 2): drafts that follow each candidate.
 
     Example:
         >>> DecodingConfig.from_name("zipar+mc-sjd+gsd", window=8).name
@@ -70,6 +77,9 @@ class DecodingConfig:
     zipar_window: int | None = None
     schedule: Raster | ZipAR | Frames | None = None
     redraft: bool = False
+    branches: int = 0
+    branch_slots: int = 4
+    branch_length: int = 2
 
     def __post_init__(self):
         if self.method not in DRAFTING:
@@ -80,6 +90,13 @@ class DecodingConfig:
             check_count("window", self.window)
         if self.redraft and self.method == "ar":
             raise ValueError("redraft drafts for Jacobi windows; use it with sjd or mc-sjd")
+        if self.branches:
+            if self.method == "ar" or self.redraft:
+                raise ValueError("branches grow from the drafts of Jacobi windows; use them with sjd or mc-sjd, without redraft")
+            check_count("branches", self.branches)
+            check_count("branch_slots", self.branch_slots)
+            if self.branch_length < 0:
+                raise ValueError(f"branch_length must be >= 0, got {self.branch_length}")
         self.drafter  # a clear error for an unknown name
         if self.zipar_window is not None:
             if self.schedule is not None:
@@ -117,6 +134,8 @@ class DecodingConfig:
             params.append(f"window={self.window}")
         if self.method != "ar" and self.drafter.name != "random":
             params.append(f"init={self.drafter.name}")
+        if self.branches:
+            params.append(f"branches={self.branches}x{self.branch_slots} slots, length {self.branch_length}")
         if self.zipar_window not in (None, 8):
             params.append(f"zipar_window={self.zipar_window}")
         if isinstance(self.schedule, (ZipAR, Frames)):
@@ -154,6 +173,9 @@ class DecodingConfig:
         gsd_prob_gap: float = 0.15,
         gsd_embed_dist: float = 0.5,
         pcg_groups: int = 32,
+        branches: int = 0,
+        branch_slots: int = 4,
+        branch_length: int = 2,
     ) -> "DecodingConfig":
         """Parses "sjd", "mc-sjd+lantern", "zipar+mc-sjd", ... (see `DECODINGS`).
         `lantern_lambda` selects LANTERN++'s ratio form instead of `lantern_delta`.
@@ -190,4 +212,7 @@ class DecodingConfig:
             window=window,
             init=init,
             zipar_window=zipar_window if "zipar" in parts else None,
+            branches=branches,
+            branch_slots=branch_slots,
+            branch_length=branch_length,
         )

@@ -35,10 +35,11 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from mmspec.core.contracts import TokenSession
+from mmspec.core.contracts import CallTree, GuidedLogits, TokenSession
 from mmspec.core.layout import TokenLayout
 from mmspec.core.rules import bind_cached
 from mmspec.core.sampling import SamplingConfig, uniforms
+from mmspec.decoding.branches import add_branches, check_branches, commit_branches, extra_branch_positions, verify_branches
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.drafts import Hints, first_drafts
 from mmspec.decoding.stats import DecodeStats
@@ -48,8 +49,9 @@ from mmspec.kernels.verify import verify
 
 
 def extra_positions(layout: TokenLayout, config: DecodingConfig) -> int:
-    """Scratch positions a batched forward may need past the end (padding inputs)."""
-    return len(config.scheduler.plan(layout)) * (config.draft_window + 1)
+    """Scratch positions a batched forward may need past the end (padding inputs, branches)."""
+    R = len(config.scheduler.plan(layout))
+    return R * (config.draft_window + 1) + (extra_branch_positions(R, config) if config.branches else 0)
 
 
 @dataclass
@@ -64,6 +66,7 @@ class Inputs:
     num_slots: torch.Tensor  # [B, R]: window slots that get a p (0 for a closed window)
     slot_input: torch.Tensor  # [B, R*S]: candidate -> input index
     on_committed_context: torch.Tensor  # [B, R*S] bool: the candidate's context is committed
+    tree: CallTree | None = None  # with branches: the main inputs, then the branch nodes
 
 
 @dataclass
@@ -97,6 +100,8 @@ class JacobiLoop:
         self.generator, self.stopping, self.processors = generator, stopping, tuple(processors)
         self.rule = bind_cached(config.rule, layout.token_embeddings, layout.allowed)
         self.drafter = config.drafter
+        if config.branches:
+            check_branches(session, layout, processors)
         self.device = device = session.prefill_logits().cond.device
         plan = config.scheduler.plan(layout)
         self.starts, self.ends = plan.starts.to(device), plan.ends.to(device)
@@ -119,6 +124,7 @@ class JacobiLoop:
         self.n = self.starts.expand(B, R).clone()  # first undecoded position of each window
         self.opened = torch.zeros(B, R, dtype=torch.bool, device=device)
         self.hints = None  # redraft: the last forward's predictions and the drafts it was fed
+        self.nodes = None  # branches: this forward's branch nodes
         self.b = torch.arange(B, device=device)[:, None]
         self.slot = torch.arange(self.S, device=device)
         self.forwards = 0
@@ -208,12 +214,14 @@ class JacobiLoop:
         before_slot = (offset >= 0) & (offset < self.slot[:, None])  # [N, S, T]
         return torch.where(before_slot, drafts, torch.where(offset < 0, known, -1))
 
-    def forward_and_verify(self, inputs: Inputs, live: torch.Tensor) -> "Verified":
+    def forward_and_verify(self, inputs: Inputs, live: torch.Tensor) -> tuple["Verified", torch.Tensor | None]:
         """One forward, then verification of the live windows: window slot j gets p for
-        position n+j from candidate j."""
+        position n+j from candidate j. With branches, also which branch nodes hold
+        committed context."""
         B, R, S, K, V, T, L = self.B, self.R, self.S, self.K, self.V, self.T, self.L
-        logits = forward_steps(self.session, inputs.tokens, inputs.positions, inputs.segments)
+        logits = forward_steps(self.session, inputs.tokens, inputs.positions, inputs.segments, inputs.tree)
         self.forwards += 1
+        main = GuidedLogits(*(None if x is None else x[:, : inputs.take.shape[1]] for x in (logits.cond, logits.uncond)))
         # uniforms for every window, live or not: a call's draws never depend on which are done
         accept_u = uniforms((B * R, S, K), self.generator, self.device)
         sample_u = uniforms((B * R, S, K), self.generator, self.device)
@@ -224,10 +232,10 @@ class JacobiLoop:
         win_pos = (self.n[b, r][:, None] + self.slot).clamp(max=T - 1)  # [N, S]
         if self.processors:  # scored per window slot, each with its own history
             history = self.window_history(b, r)
-            picked = type(logits)(slot_logits(logits.cond), None if logits.uncond is None else slot_logits(logits.uncond))
+            picked = GuidedLogits(slot_logits(main.cond), None if main.uncond is None else slot_logits(main.uncond))
             target = step_logits(picked, win_pos, self.sampling, self.processors, self.prompt, history)
         else:
-            target = slot_logits(step_logits(logits, (inputs.positions + 1).clamp(max=T - 1), self.sampling))
+            target = slot_logits(step_logits(main, (inputs.positions[:, : inputs.take.shape[1]] + 1).clamp(max=T - 1), self.sampling))
         in_seg = (win_pos[:, :L] < self.ends[r][:, None])[..., None]
         drafts = torch.cat([torch.where(in_seg, self.drafts[b, r], -1), self.drafts.new_full((len(window), 1, K), -1)], 1)
         q = F.one_hot(drafts[:, :L].clamp(min=0), V).float()  # first drafts: one-hot
@@ -239,7 +247,10 @@ class JacobiLoop:
             target_logits=target, sampling=self.sampling, allowed=allowed_steps(self.layout, win_pos),
             rule=self.rule, coupling=self.config.method == "mc-sjd",
         )
-        return Verified.scatter(out, b, r, self.drafts, S)
+        keep = None
+        if self.nodes is not None:
+            out, keep = verify_branches(self, self.nodes, logits, out, b, r, q, drafts)
+        return Verified.scatter(out, b, r, self.drafts, S), keep
 
     def commit_run(self, b: torch.Tensor, pos: torch.Tensor, steps: torch.Tensor, mask: torch.Tensor) -> None:
         """Commits `steps [..., K]` at `pos` of sequences `b` where `mask`."""
@@ -249,7 +260,7 @@ class JacobiLoop:
         self.commit_iteration[at] = max(self.forwards - 1, 0)
         self.stopping.update(self.tokens, self.committed)
 
-    def commit_and_slide(self, inputs: Inputs, verified: "Verified") -> None:
+    def commit_and_slide(self, inputs: Inputs, verified: "Verified", branch_keep: torch.Tensor | None = None) -> None:
         """Commits each window's run, keeps the cache entries computed on committed
         context, and slides the windows, carrying the later slots' next drafts."""
         B, S, K, V, L = self.B, self.S, self.K, self.V, self.L
@@ -259,8 +270,12 @@ class JacobiLoop:
         draft_ok = torch.cat([torch.ones_like(verified.accepted, dtype=torch.bool)[..., None],
                               self.slot[:L] < verified.accepted[..., None]], -1)
         keep = (inputs.on_committed_context & draft_ok.view(B, -1)).gather(1, inputs.take) & inputs.valid
-        self.session.commit(inputs.positions, keep)
-        self.kv_done[self.b.expand_as(keep)[keep], inputs.positions[keep]] = True
+        positions = inputs.positions[:, : inputs.take.shape[1]]
+        self.session.commit(positions, keep)
+        self.kv_done[self.b.expand_as(keep)[keep], positions[keep]] = True
+        if branch_keep is not None:  # a branch sees its window's input at n-1: committed unless a stand-in
+            pred_true = inputs.on_committed_context.view(B, self.R, S)[..., 0]
+            commit_branches(self, self.nodes, branch_keep & pred_true[..., None, None, None], committed)
         self.n = self.n + committed
         src = self.slot[:L] + committed[..., None]  # new slot i takes old slot i + c
         self.q_carried = src < num_slots[..., None]
@@ -292,7 +307,9 @@ class JacobiLoop:
                 break
             live = self.open_windows()
             inputs = self.pack_inputs(live)
-            self.commit_and_slide(inputs, self.forward_and_verify(inputs, live))
+            if self.config.branches:
+                inputs, self.nodes = add_branches(self, live, inputs)
+            self.commit_and_slide(inputs, *self.forward_and_verify(inputs, live))
             done = int(self.stopping.done(self.committed).sum()) // self.B
         tokens = self.stopping.padded(self.tokens)
         stats = DecodeStats(

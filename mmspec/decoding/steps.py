@@ -18,10 +18,12 @@ def as_steps(logits: GuidedLogits, K: int) -> GuidedLogits:
     return GuidedLogits(logits.cond[..., None, :], None if logits.uncond is None else logits.uncond[..., None, :])
 
 
-def forward_steps(session: TokenSession, tokens: torch.Tensor, positions: torch.Tensor, segments=None) -> GuidedLogits:
-    """Runs `tokens [B, n, K]`; logits `[B, n, K, V]`."""
+def forward_steps(session: TokenSession, tokens: torch.Tensor, positions: torch.Tensor, segments=None, tree=None) -> GuidedLogits:
+    """Runs `tokens [B, n, K]` (under tree attention with `tree`); logits `[B, n, K, V]`."""
     K = tokens.shape[-1]
-    return as_steps(session.forward(tokens[..., 0] if K == 1 else tokens, positions, segments), K)
+    tokens = tokens[..., 0] if K == 1 else tokens
+    logits = session.forward(tokens, positions, segments) if tree is None else session.forward(tokens, positions, tree=tree)
+    return as_steps(logits, K)
 
 
 def prefill_steps(session: TokenSession, K: int) -> GuidedLogits:

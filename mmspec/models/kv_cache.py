@@ -58,7 +58,8 @@ class StaticKVCache:
         return self.k[layer, :R], self.v[layer, :R]
 
     def attention_mask(
-        self, slots: torch.Tensor, segments: torch.Tensor | None = None, key_valid: torch.Tensor | None = None
+        self, slots: torch.Tensor, segments: torch.Tensor | None = None, key_valid: torch.Tensor | None = None,
+        acts_as: torch.Tensor | None = None, visible: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Bool `[R, 1, n, S]`: which slots each of the call's `slots [R, n]` may attend.
 
@@ -67,20 +68,34 @@ class StaticKVCache:
                 their segment (ZipAR rows decoded side by side). Default: one segment.
             key_valid: bool `[R, n]`; inputs that no other input may attend (caption padding
                 in a prefix). Each input still attends to itself.
+            acts_as, visible: tree attention (`CallTree`): the slot each input stands for
+                (long `[R, n]`; it sees committed slots before that one) and which inputs of
+                the call it sees (bool `[R, n, n]`), instead of segments.
         """
         R, n = slots.shape
         S = self.slots
         slot_ids = torch.arange(S, device=slots.device)
-        mask = self.committed[:R, None, :] & (slot_ids[None, None, :] < slots[:, :, None])  # [R, n, S]
-        in_call = slots[:, None, :] <= slots[:, :, None]  # [R, n(query), n(key)]
-        if segments is not None:
-            in_call &= segments[:, None, :] == segments[:, :, None]
+        query = slots if acts_as is None else acts_as
+        mask = self.committed[:R, None, :] & (slot_ids[None, None, :] < query[:, :, None])  # [R, n, S]
+        if visible is not None:
+            in_call = visible
+        else:
+            in_call = slots[:, None, :] <= slots[:, :, None]  # [R, n(query), n(key)]
+            if segments is not None:
+                in_call &= segments[:, None, :] == segments[:, :, None]
         if key_valid is not None:
             itself = torch.eye(n, dtype=torch.bool, device=slots.device)
             in_call &= key_valid[:, None, :] | itself
         # the call's own slots hold its fresh keys: what they show is decided by in_call alone
         mask.scatter_(2, slots[:, None, :].expand(R, n, n), in_call)
         return mask[:, None]
+
+    def relocate(self, sources: torch.Tensor, slots: torch.Tensor, mask: torch.Tensor) -> None:
+        """Copies every layer's keys and values at `sources [R, n]` to `slots [R, n]` where `mask`."""
+        rows = torch.arange(slots.shape[0], device=slots.device)[:, None].expand_as(slots)[mask]
+        src, dst = sources[mask], slots[mask]
+        self.k[:, rows, :, dst] = self.k[:, rows, :, src]
+        self.v[:, rows, :, dst] = self.v[:, rows, :, src]
 
     def commit(self, slots: torch.Tensor, mask: torch.Tensor) -> None:
         """Marks `slots [R, n]` committed where `mask [R, n]`."""
@@ -130,3 +145,6 @@ class CachedSession:
 
     def commit(self, positions: torch.Tensor, mask: torch.Tensor) -> None:
         self.cache.commit(self.slots(positions), self.rows(mask.bool()))
+
+    def relocate(self, sources: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> None:
+        self.cache.relocate(self.slots(sources), self.slots(positions), self.rows(mask.bool()))

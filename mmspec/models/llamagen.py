@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mmspec.checkpoint import DeviceDtypeMixin, JSONConfig, load_into, read_state_dict
-from mmspec.core.contracts import GuidedLogits
+from mmspec.core.contracts import CallTree, GuidedLogits
 from mmspec.core.layout import TokenLayout
 from mmspec.models.kv_cache import CachedSession, StaticKVCache
 from mmspec.models.lpd import is_lpd_state_dict
@@ -406,11 +406,13 @@ class LlamaGenGPT(DeviceDtypeMixin, nn.Module):
             cache.reset()
         return LlamaGenSession(self, cache, prefix, mask, batch_size=B, guided=guided)
 
-    def _cached_forward(self, h, slots, cache, segments=None, key_valid=None) -> torch.Tensor:
-        """Runs embeddings `h [R, n, dim]` at cache `slots [R, n]`; float logits `[R, n, V]`."""
+    def _cached_forward(self, h, slots, cache, segments=None, key_valid=None, acts_as=None, visible=None) -> torch.Tensor:
+        """Runs embeddings `h [R, n, dim]` at cache `slots [R, n]`; float logits `[R, n, V]`.
+        `acts_as` and `visible`: tree attention (see `StaticKVCache.attention_mask`)."""
         table = self.rope_table(h.device)
-        rope = table[slots.clamp(max=table.shape[0] - 1)]  # scratch slots past the grid reuse the last row
-        mask = cache.attention_mask(slots, segments, key_valid)
+        at = slots if acts_as is None else acts_as
+        rope = table[at.clamp(max=table.shape[0] - 1)]  # scratch slots past the grid reuse the last row
+        mask = cache.attention_mask(slots, segments, key_valid, acts_as, visible)
         for i, layer in enumerate(self.layers):
             h = layer(h, rope, mask, cache, i, slots)
         return self.output(self.norm(h)).float()
@@ -418,6 +420,8 @@ class LlamaGenGPT(DeviceDtypeMixin, nn.Module):
 
 class LlamaGenSession(CachedSession):
     """One decoding call: the cache rows `[cond; uncond]` of `batch_size` conditions."""
+
+    supports_tree = True
 
     def __init__(self, model: LlamaGenGPT, cache: StaticKVCache, prefix: torch.Tensor, prefix_mask, *, batch_size: int, guided: bool):
         super().__init__(cache, model.config.cls_token_num, batch_size=batch_size, guided=guided)
@@ -430,8 +434,12 @@ class LlamaGenSession(CachedSession):
         self._prefill = self.split(logits[:, -1:])
 
     @torch.no_grad()
-    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor | None = None) -> GuidedLogits:
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor | None = None,
+                tree: CallTree | None = None) -> GuidedLogits:
         self.check_inputs(tokens, positions)
         h = self.model.tok_embeddings(self.rows(tokens))
         segs = None if segments is None else self.rows(segments)
-        return self.split(self.model._cached_forward(h, self.slots(positions), self.cache, segs))
+        acts_as = visible = None
+        if tree is not None:
+            acts_as, visible = self.slots(tree.acts_as), self.rows(tree.visible)
+        return self.split(self.model._cached_forward(h, self.slots(positions), self.cache, segs, None, acts_as, visible))

@@ -1,0 +1,194 @@
+"""Candidate branches at a Jacobi window's likely rejection points; exact.
+
+When the draft at window slot j is rejected, the token x committed there is drawn from
+norm((p_j - q_j)+), and every later slot of the window was computed after the wrong token:
+the forward yields nothing more. Branches feed, in the same forward and under tree
+attention (`CallTree`), m candidates for the position of slot j beside its draft: the most
+likely tokens of q_j (the p that slot got in the last forward) other than the draft, each
+followed by the window's next drafts. When x is one of them, that candidate's outputs are
+p for the positions after it on committed context: the drafts behind it are verified as a
+small window of their own, and the forward commits at least one more token.
+
+Exact whatever the candidates: they are fixed by the past before the forward, x is drawn
+as it would be without them, and a branch is read only for the p it computes after x.
+The branch's drafts are the window's, drawn from their q before any of this forward's
+draws, and are verified with uniforms of their own.
+
+Names: a window's branch nodes are indexed (j, k, i): the slot j they branch at, the
+candidate k, and i = 0 for the candidate itself, 1.. for the drafts that follow it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+
+from mmspec.core.contracts import CallTree, GuidedLogits
+from mmspec.core.sampling import uniforms
+from mmspec.decoding.steps import allowed_steps, step_logits
+from mmspec.kernels.verify import verify
+
+
+@dataclass
+class BranchNodes:
+    """The branch nodes of every window `[B, R, D, m, c + 1]` and where they sit in the call."""
+
+    tokens: torch.Tensor  # long, -1 where the node is not fed
+    valid: torch.Tensor  # bool
+    acts_as: torch.Tensor  # long: the position the node stands for
+    index: torch.Tensor  # long: the node's input index in the forward
+
+
+def check_branches(session, layout, processors) -> None:
+    if not getattr(session, "supports_tree", False):
+        raise ValueError(f"branches need tree attention, which {type(session).__name__} does not offer; decode with branches=0")
+    if layout.tokens_per_step != 1:
+        raise ValueError("branches take one token per step; this layout has several")
+    if processors:
+        raise ValueError("branches do not run logits processors; decode with branches=0 or without processors")
+
+
+def extra_branch_positions(R: int, config) -> int:
+    """Scratch positions the branch nodes of one forward are written at."""
+    return R * min(config.branch_slots, config.window) * config.branches * (config.branch_length + 1)
+
+
+def candidates(loop) -> tuple[torch.Tensor, torch.Tensor]:
+    """The m most likely tokens of each leading slot's carried q other than its draft:
+    long `[B, R, D, m]` and whether each exists (q > 0)."""
+    B, R, L = loop.B, loop.R, loop.L
+    D, m = min(loop.config.branch_slots, L), loop.config.branches
+    q = torch.zeros(B, R, D, loop.V, device=loop.device)
+    rows = loop.q_row >= 0
+    if bool(rows.any()):
+        q[rows] = loop.q_dense[loop.q_row[rows], :D, 0]
+    q = q * loop.q_carried[..., :D, None]  # one-hot first drafts offer no candidates
+    draft = loop.drafts[..., :D, 0]
+    q = q.scatter(-1, draft.clamp(min=0)[..., None], 0.0)
+    mass, tokens = q.topk(min(m, loop.V), dim=-1)
+    return tokens, mass > 0
+
+
+def add_branches(loop, live: torch.Tensor, inputs):
+    """Appends the branch nodes of the live windows to `inputs` and gives them tree
+    attention; returns the extended inputs and the nodes."""
+    B, R, L, S, T, device = loop.B, loop.R, loop.L, loop.S, loop.T, loop.device
+    D, m, c = min(loop.config.branch_slots, L), loop.config.branches, loop.config.branch_length
+    cand, cand_ok = candidates(loop)
+    j = torch.arange(D, device=device)
+    i = torch.arange(c + 1, device=device)
+    # main candidate index r*S + t of every slot; input j + 1 feeds the draft of slot j
+    main_fed = torch.zeros(B, R * S, dtype=torch.bool, device=device)
+    main_fed.scatter_(1, inputs.take, inputs.valid)
+    main_fed = main_fed.view(B, R, S)[..., 1:]  # [B, R, L]: slot's draft is fed
+    follow = (j[:, None] + i[None, :]).clamp(max=L - 1)  # [D, c+1]: slot of node (j, ., i)
+    fed = main_fed[:, :, follow] & ((j[:, None] + i[None, :]) < L)  # [B, R, D, c+1]
+    valid = (live[..., None, None, None] & cand_ok[..., None] & fed[:, :, :, None, :]).long().cumprod(-1).bool()
+    drafts = loop.drafts[:, :, follow, 0]  # [B, R, D, c+1]
+    tokens = torch.cat([cand[..., None], drafts[:, :, :, None, 1:].expand(-1, -1, -1, cand.shape[-1], -1)], -1)
+    m = cand.shape[-1]
+    acts_as = (loop.n[..., None, None] + follow)[:, :, :, None, :].expand(B, R, D, m, c + 1)
+
+    flat_valid = valid.reshape(B, -1)
+    order = torch.argsort((~flat_valid).int(), dim=1, stable=True)
+    M0, M2 = inputs.tokens.shape[1], int(flat_valid.sum(1).max())
+    take = order[:, :M2]
+    node_valid = flat_valid.gather(1, take)
+    scratch = T + M0 + torch.arange(M2, device=device).expand(B, M2)
+    node_tokens = torch.where(node_valid, tokens.reshape(B, -1).gather(1, take), 0)
+    node_acts = torch.where(node_valid, acts_as.reshape(B, -1).gather(1, take), scratch)
+    index = torch.full((B, R * D * m * (c + 1)), -1, dtype=torch.long, device=device)
+    index.scatter_(1, take, torch.where(node_valid, M0 + torch.arange(M2, device=device), -1))
+
+    # what each input sees: main inputs as without branches; a node, the main inputs of its
+    # window up to slot j's input and the nodes of its own branch before it
+    main_pos, main_seg = inputs.positions, inputs.segments
+    mm = (main_pos[:, None, :] <= main_pos[:, :, None]) & (main_seg[:, None, :] == main_seg[:, :, None])
+    main_r, main_t = inputs.take // S, inputs.take % S  # [B, M0]
+    node_id = torch.arange(R * D * m * (c + 1), device=device).view(R, D, m, c + 1)
+    node_r = node_id.div(D * m * (c + 1), rounding_mode="floor").reshape(-1)
+    node_j = (node_id // (m * (c + 1)) % D).reshape(-1)
+    node_branch = (node_id // (c + 1)).reshape(-1)
+    node_i = (node_id % (c + 1)).reshape(-1)
+    nr, nj, nb, ni = (x[take] for x in (node_r, node_j, node_branch, node_i))  # [B, M2]
+    bm = (main_r[:, None, :] == nr[:, :, None]) & (main_t[:, None, :] <= nj[:, :, None]) & inputs.valid[:, None, :]
+    bb = (nb[:, None, :] == nb[:, :, None]) & (ni[:, None, :] <= ni[:, :, None]) & node_valid[:, None, :]
+    visible = torch.cat([torch.cat([mm, torch.zeros(B, M0, M2, dtype=torch.bool, device=device)], 2),
+                         torch.cat([bm, bb | torch.eye(M2, dtype=torch.bool, device=device)], 2)], 1)
+    tree = CallTree(acts_as=torch.cat([main_pos, node_acts], 1), visible=visible)
+    extended = replace(
+        inputs,
+        tokens=torch.cat([inputs.tokens, node_tokens[..., None].expand(-1, -1, loop.K)], 1),
+        positions=torch.cat([main_pos, scratch], 1),
+        tree=tree,
+    )
+    shape = (B, R, D, m, c + 1)
+    return extended, BranchNodes(tokens.masked_fill(~valid, -1), valid, acts_as, index.view(shape))
+
+
+def verify_branches(loop, nodes: BranchNodes, logits: GuidedLogits, out, b: torch.Tensor, r: torch.Tensor,
+                    q: torch.Tensor, drafts: torch.Tensor):
+    """Where a live window's first rejected slot has a candidate equal to the token drawn
+    there, verifies that candidate's branch and extends the window's verification with it.
+
+    `out` is the main verification of the live windows `(b, r)`, `q` and `drafts` their
+    `[N, S, K, V]` and `[N, S, K]` inputs. Returns the merged output and the bool `[B, R,
+    D, m, c + 1]` nodes whose cache entries are committed context."""
+    B, R, S, K, V, T = loop.B, loop.R, loop.S, loop.K, loop.V, loop.T
+    D, c = nodes.valid.shape[2], nodes.valid.shape[4] - 1
+    accept_u = uniforms((B * R, c + 1, K), loop.generator, loop.device)
+    sample_u = uniforms((B * R, c + 1, K), loop.generator, loop.device)
+    keep = torch.zeros_like(nodes.valid)
+    a = out.accepted
+    x = out.tokens.gather(1, a.clamp(max=S - 1)[:, None, None].expand(-1, 1, K))[:, 0, 0]
+    rejected = (out.committed == a + 1) & (a < D) & (drafts.gather(1, a.clamp(max=S - 1)[:, None, None])[:, 0, 0] >= 0)
+    at = a.clamp(max=D - 1)
+    cand = nodes.tokens[b, r, at, :, 0]  # [N, m]
+    match = (cand == x[:, None]) & nodes.valid[b, r, at, :, 0] & rejected[:, None]
+    hit = match.any(-1).nonzero()[:, 0]
+    if len(hit) == 0:
+        return out, keep
+    hb, hr, ha = b[hit], r[hit], a[hit]
+    hk = match[hit].int().argmax(-1)
+    idx = nodes.index[hb, hr, ha, hk]  # [H, c+1]
+    ok = nodes.valid[hb, hr, ha, hk]
+    pick = lambda t: t[hb[:, None], idx.clamp(min=0)]
+    branch = GuidedLogits(pick(logits.cond), None if logits.uncond is None else pick(logits.uncond))
+    predicts = (nodes.acts_as[hb, hr, ha, hk] + 1).clamp(max=T - 1)  # [H, c+1]
+    target = step_logits(branch, predicts, loop.sampling)
+    num_slots = ok.sum(-1)
+    slot = torch.arange(c + 1, device=loop.device)
+    follow = (ha[:, None] + 1 + slot).clamp(max=S - 1)  # the window slots the branch predicts
+    has_draft = (slot[None, :] + 1 < num_slots[:, None])[..., None]
+    branch_drafts = torch.where(has_draft, nodes.tokens[hb, hr, ha, hk].roll(-1, 1)[..., None], -1)
+    branch_q = torch.where(has_draft[..., None], q[hit[:, None], follow], 0.0)
+    window = hb * R + hr
+    res = verify(
+        None, branch_q, branch_drafts, num_slots, accept_u[window], sample_u[window],
+        target_logits=target, sampling=loop.sampling, allowed=allowed_steps(loop.layout, predicts),
+        rule=loop.rule, coupling=loop.config.method == "mc-sjd",
+    )
+    tokens, probs, committed = out.tokens.clone(), out.target_probs.clone(), out.committed.clone()
+    write = slot[None, :] < num_slots[:, None]  # [H, c+1]
+    rows = hit[:, None].expand_as(follow)[write]
+    tokens[rows, follow[write]] = res.tokens[write]
+    probs[rows, follow[write]] = res.target_probs[write]
+    committed[hit] = ha + 1 + res.committed
+    keep[hb, hr, ha, hk] = ok & (slot[None, :] <= res.accepted[:, None])
+    return replace(out, tokens=tokens, target_probs=probs, committed=committed), keep
+
+
+def commit_branches(loop, nodes: BranchNodes, keep: torch.Tensor, committed: torch.Tensor) -> None:
+    """Moves the kept nodes' cache entries (written at scratch position T + input index) to
+    the positions they stand for, and commits them there."""
+    keep = keep & (nodes.acts_as < (loop.n + committed)[..., None, None, None])
+    if not bool(keep.any()):
+        return
+    B = loop.B
+    keep, positions = keep.reshape(B, -1), nodes.acts_as.reshape(B, -1)
+    sources = torch.where(keep, loop.T + nodes.index.reshape(B, -1), loop.T)
+    positions = torch.where(keep, positions, loop.T)
+    loop.session.relocate(sources, positions, keep)
+    loop.session.commit(positions, keep)
+    loop.kv_done[loop.b.expand_as(keep)[keep], positions[keep]] = True

@@ -1,0 +1,105 @@
+import pytest
+import torch
+
+from mmspec.core.sampling import SamplingConfig
+from mmspec.decoding.branches import check_branches
+from mmspec.decoding.config import DecodingConfig
+from mmspec.decoding.generate import generate
+from mmspec.decoding.jacobi import decode_jacobi, extra_positions
+from mmspec.metrics.losslessness import chi_square
+from tests.decoding.helpers import tiny_model
+from tests.decoding.test_jacobi import eol_layout, exact_distribution, sample_counts  # noqa: F401 (fixture)
+
+SAMPLING = SamplingConfig(guidance_scale=2.0, top_k=8)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        DecodingConfig(method="mc-sjd", window=3, branches=2, branch_slots=2, branch_length=1),
+        DecodingConfig(method="sjd", window=3, init="above", branches=1, branch_slots=3, branch_length=2),
+        DecodingConfig(method="mc-sjd", window=2, branches=3, branch_slots=1, branch_length=0),
+    ],
+    ids=lambda c: f"{c.name}-L{c.window}-{c.branches}x{c.branch_slots}-len{c.branch_length}",
+)
+def test_branches_are_lossless(exact_distribution, config):
+    """Whole 4-token sequences (V=4, CFG 2, top-k 3) from 40,000 draws with branches match
+    the exact product of conditionals: chi-square at a fixed seed."""
+    model, layout, probs = exact_distribution
+    result = chi_square(sample_counts(model, layout, config, seed=11), probs)
+    assert result.p_value > 1e-3, result
+
+
+def decode_counting_relocations(model, labels, config, seed=0, sampling=SAMPLING):
+    """Decodes with `config` and returns tokens, stats, the session and how many cache
+    entries branches moved into place."""
+    layout = model.layout()
+    session = model.start(labels, guided=True, extra_positions=extra_positions(layout, config))
+    moved = []
+    relocate = session.relocate
+    session.relocate = lambda src, pos, mask: (moved.append(int(mask.sum())), relocate(src, pos, mask))
+    tokens, stats = decode_jacobi(session, layout, sampling, config, torch.Generator().manual_seed(seed))
+    return tokens, stats, session, sum(moved)
+
+
+def test_branches_take_hits_and_need_fewer_forwards():
+    """Fixed seeds: branches commit extra tokens, and sequences need fewer forwards."""
+    model = tiny_model(vocab_size=16, block_size=16)
+    labels = torch.arange(3).repeat(22)
+    sampling = SamplingConfig(guidance_scale=2.0, top_k=4)
+    plain = DecodingConfig(method="mc-sjd", window=6)
+    branched = DecodingConfig(method="mc-sjd", window=6, branches=3, branch_slots=3, branch_length=2)
+    _, base, _, _ = decode_counting_relocations(model, labels, plain, sampling=sampling)
+    _, stats, _, moved = decode_counting_relocations(model, labels, branched, sampling=sampling)
+    assert moved > 50
+    assert stats.forward_passes_per_sample.float().mean() < 0.97 * base.forward_passes_per_sample.float().mean()
+
+
+def test_branch_cache_entries_end_where_a_teacher_forced_pass_puts_them():
+    """Kept branch nodes are computed at scratch slots and moved into place: afterwards the
+    committed cache equals a plain pass over the decoded tokens."""
+    model = tiny_model(vocab_size=16, block_size=16)
+    labels = torch.tensor([0, 1, 2, 1])
+    config = DecodingConfig(method="mc-sjd", window=6, branches=4, branch_slots=3, branch_length=2)
+    tokens, _, session, moved = decode_counting_relocations(model, labels, config, seed=3)
+    assert moved > 0
+    reference = model.start(labels, guided=True)
+    T = tokens.shape[1]
+    reference.forward(tokens[:, : T - 1], torch.arange(T - 1).expand(len(labels), -1))
+    P = model.config.cls_token_num
+    assert session.cache.committed[:, P : P + T - 1].all()
+    for kv, ref in ((session.cache.k, reference.cache.k), (session.cache.v, reference.cache.v)):
+        torch.testing.assert_close(kv[:, : 2 * len(labels), :, P : P + T - 1], ref[:, : 2 * len(labels), :, P : P + T - 1])
+
+
+def test_greedy_with_branches_reproduces_ar():
+    model = tiny_model(vocab_size=16, block_size=16)
+    sampling = SamplingConfig(guidance_scale=3.0, temperature=0)
+    labels = torch.tensor([0, 1, 2])
+    ar, _ = generate(model, labels, decoding="ar", sampling=sampling)
+    config = DecodingConfig(method="mc-sjd", window=5, branches=3, branch_slots=2)
+    tokens, _ = generate(model, labels, decoding=config, sampling=sampling, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(tokens, ar)
+
+
+def test_branches_compose_with_zipar_and_forced_tokens():
+    model = tiny_model(vocab_size=16, block_size=16)
+    config = DecodingConfig.from_name("zipar+mc-sjd", window=5, zipar_window=2, branches=3, branch_slots=2)
+    tokens, _ = generate(model, torch.tensor([0, 1, 2, 0]), decoding=config, sampling=SamplingConfig(top_k=8),
+                         layout=eol_layout(model), generator=torch.Generator().manual_seed(0))
+    grid = tokens.view(4, 4, 4)
+    assert (grid[..., 3] == 15).all() and (grid[..., :3] != 15).all()
+
+
+def test_branch_errors_are_one_line():
+    with pytest.raises(ValueError, match="tree attention"):
+        check_branches(object(), tiny_model().layout(), ())
+    with pytest.raises(ValueError, match="processors"):
+        session = tiny_model().start(torch.tensor([0]), guided=False)
+        check_branches(session, tiny_model().layout(), ("a processor",))
+    with pytest.raises(ValueError, match="sjd or mc-sjd"):
+        DecodingConfig(method="ar", branches=2)
+    with pytest.raises(ValueError, match="branch_length"):
+        DecodingConfig(branches=2, branch_length=-1)
+    with pytest.raises(ValueError, match="branches must be an integer"):
+        DecodingConfig(branches=-2)
