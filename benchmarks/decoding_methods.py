@@ -43,8 +43,8 @@ TUNED = [
     DecodingConfig.from_name("mc-sjd", init="lookup+above"),
     # a longer window, then candidate branches at the leading slots (exact)
     DecodingConfig.from_name("mc-sjd", window=32, init="above"),
+    DecodingConfig.from_name("mc-sjd", window=32, init="above", branches=4, branch_slots=4, branch_length=2),
     DecodingConfig.from_name("mc-sjd", window=32, init="above", branches=16, branch_slots=4, branch_length=2),
-    DecodingConfig.from_name("mc-sjd", window=32, init="above", branches=128, branch_slots=2, branch_length=1),
 ]
 
 

@@ -3,9 +3,10 @@
 When the draft at window slot j is rejected, the token x committed there is drawn from
 norm((p_j - q_j)+), and every later slot of the window was computed after the wrong token:
 the forward yields nothing more. Branches feed, in the same forward and under tree
-attention (`CallTree`), m candidates for the position of slot j beside its draft: the most
-likely tokens of q_j (the p that slot got in the last forward) other than the draft, each
-followed by the window's next drafts. When x is one of them, that candidate's outputs are
+attention (`CallTree`), candidates for the position of slot j beside its draft: the
+tokens next to it (left, above, ... along the layout's axes; images repeat them) and the
+m most likely tokens of q_j (the p that slot got in the last forward), each followed by
+the window's next drafts. When x is one of them, that candidate's outputs are
 p for the positions after it on committed context: the drafts behind it are verified as a
 small window of their own, and the forward commits at least one more token.
 
@@ -49,25 +50,64 @@ def check_branches(session, layout, processors) -> None:
         raise ValueError("branches do not run logits processors; decode with branches=0 or without processors")
 
 
-def extra_branch_positions(R: int, config) -> int:
+def extra_branch_positions(R: int, config, layout) -> int:
     """Scratch positions the branch nodes of one forward are written at."""
-    return R * min(config.branch_slots, config.window) * config.branches * (config.branch_length + 1)
+    per_slot = config.branches + len(layout.axes) * (len(layout.axes) + 1)  # q's, then the neighbours
+    return R * min(config.branch_slots, config.window) * per_slot * (config.branch_length + 1)
+
+
+def neighbour_sources(layout) -> torch.Tensor:
+    """Long `[T, C]`: the positions next to each position that come before it in the
+    layout, -1 outside it: one and two steps back along every axis, and the diagonals one
+    step back along an axis and one either way along a later one (left, two left, above,
+    two above, above-left and above-right on a grid)."""
+    coords, shape = layout.coords, torch.tensor(layout.shape)
+    A = coords.shape[1]
+    offsets = []
+    for a in range(A):
+        for back in (1, 2):
+            offsets.append(torch.zeros(A, dtype=torch.long).index_fill(0, torch.tensor(a), -back))
+        for b in range(a + 1, A):
+            for side in (-1, 1):
+                o = torch.zeros(A, dtype=torch.long)
+                o[a], o[b] = -1, side
+                offsets.append(o)
+    strides = torch.cat([shape[1:].flip(0).cumprod(0).flip(0), torch.ones(1, dtype=torch.long)])
+    lookup = torch.full((int(shape.prod()),), -1, dtype=torch.long)
+    lookup[(coords * strides).sum(-1)] = torch.arange(layout.length)
+    source = coords[:, None, :] + torch.stack(offsets)[None]  # [T, C, A]
+    inside = ((source >= 0) & (source < shape)).all(-1)
+    found = lookup[(source.clamp(min=0) * strides).sum(-1).clamp(max=len(lookup) - 1)]
+    return torch.where(inside, found, -1)
 
 
 def candidates(loop) -> tuple[torch.Tensor, torch.Tensor]:
-    """The m most likely tokens of each leading slot's carried q other than its draft:
-    long `[B, R, D, m]` and whether each exists (q > 0)."""
+    """Each leading slot's candidates, long `[B, R, D, C]` and whether each is one: the
+    tokens next to its position (what it sees there: committed tokens or the window's
+    drafts before it), then the m most likely tokens of its carried q, without repeats
+    and without the slot's own draft."""
     B, R, L = loop.B, loop.R, loop.L
     D, m = min(loop.config.branch_slots, L), loop.config.branches
+    draft = loop.drafts[..., :D, 0]
+    pos = (loop.n[..., None] + torch.arange(D, device=loop.device)).clamp(max=loop.T - 1)  # [B, R, D]
+    src = loop.branch_sources[pos]  # [B, R, D, C]
+    known = torch.where(loop.committed, loop.tokens[..., 0], -1)  # [B, T]
+    near = known.gather(1, src.clamp(min=0).view(B, -1)).view_as(src)
+    in_window = src - loop.n[..., None, None]  # the window slot of a source at or after n
+    from_draft = loop.drafts[..., 0].gather(2, in_window.clamp(0, L - 1).view(B, R, -1)).view_as(src)
+    near = torch.where(in_window >= 0, from_draft, near).masked_fill(src < 0, -1)
     q = torch.zeros(B, R, D, loop.V, device=loop.device)
     rows = loop.q_row >= 0
     if bool(rows.any()):
         q[rows] = loop.q_dense[loop.q_row[rows], :D, 0]
-    q = q * loop.q_carried[..., :D, None]  # one-hot first drafts offer no candidates
-    draft = loop.drafts[..., :D, 0]
-    q = q.scatter(-1, draft.clamp(min=0)[..., None], 0.0)
-    mass, tokens = q.topk(min(m, loop.V), dim=-1)
-    return tokens, mass > 0
+    q = q * loop.q_carried[..., :D, None]  # one-hot first drafts offer none of their own
+    mass, likely = q.scatter(-1, draft.clamp(min=0)[..., None], 0.0).topk(min(m, loop.V), dim=-1)
+    tokens = torch.cat([near, torch.where(mass > 0, likely, -1)], -1)
+    C = tokens.shape[-1]
+    earlier = torch.ones(C, C, dtype=torch.bool, device=loop.device).tril(-1)
+    repeat = ((tokens[..., :, None] == tokens[..., None, :]) & earlier).any(-1)
+    ok = (tokens >= 0) & ~repeat & (tokens != draft[..., None])
+    return tokens, ok
 
 
 def add_branches(loop, live: torch.Tensor, inputs):

@@ -39,7 +39,8 @@ from mmspec.core.contracts import CallTree, GuidedLogits, TokenSession
 from mmspec.core.layout import TokenLayout
 from mmspec.core.rules import bind_cached
 from mmspec.core.sampling import SamplingConfig, uniforms
-from mmspec.decoding.branches import add_branches, check_branches, commit_branches, extra_branch_positions, verify_branches
+from mmspec.decoding.branches import (add_branches, check_branches, commit_branches, extra_branch_positions, neighbour_sources,
+                                      verify_branches)
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.drafts import Hints, first_drafts
 from mmspec.decoding.stats import DecodeStats
@@ -51,7 +52,7 @@ from mmspec.kernels.verify import verify
 def extra_positions(layout: TokenLayout, config: DecodingConfig) -> int:
     """Scratch positions a batched forward may need past the end (padding inputs, branches)."""
     R = len(config.scheduler.plan(layout))
-    return R * (config.draft_window + 1) + (extra_branch_positions(R, config) if config.branches else 0)
+    return R * (config.draft_window + 1) + (extra_branch_positions(R, config, layout) if config.branches else 0)
 
 
 @dataclass
@@ -102,6 +103,7 @@ class JacobiLoop:
         self.drafter = config.drafter
         if config.branches:
             check_branches(session, layout, processors)
+            self.branch_sources = neighbour_sources(layout).to(session.prefill_logits().cond.device)
         self.device = device = session.prefill_logits().cond.device
         plan = config.scheduler.plan(layout)
         self.starts, self.ends = plan.starts.to(device), plan.ends.to(device)

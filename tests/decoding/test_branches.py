@@ -103,3 +103,14 @@ def test_branch_errors_are_one_line():
         DecodingConfig(branches=2, branch_length=-1)
     with pytest.raises(ValueError, match="branches must be an integer"):
         DecodingConfig(branches=-2)
+
+
+def test_neighbour_candidates_on_a_grid():
+    """left, two left, above, two above, above-left, above-right; -1 off the grid."""
+    from mmspec.core.layout import TokenLayout
+    from mmspec.decoding.branches import neighbour_sources
+
+    sources = neighbour_sources(TokenLayout.grid((4, 4), 8))
+    assert sources[5].tolist() == [1, -1, 0, 2, 4, -1]
+    assert sources[15].tolist() == [11, 7, 10, -1, 14, 13]
+    assert (sources[0] == -1).all()
