@@ -115,7 +115,7 @@ def loop_profile(model: LlamaGenGPT, batch: int, window: int, positions: int, de
         steps["pack_inputs"] += seconds
         verified, seconds = timed(lambda: loop.forward_and_verify(inputs, live), device)
         steps["forward_and_verify"] += seconds
-        _, seconds = timed(lambda: loop.commit_and_slide(inputs, verified), device)
+        _, seconds = timed(lambda: loop.commit_and_slide(inputs, *verified), device)
         steps["commit_and_slide"] += seconds
         iterations += 1
     steps["verify (transform + kernel + slot gathers)"] = steps.pop("forward_and_verify") - spent["forward"]
