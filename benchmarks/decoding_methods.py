@@ -44,7 +44,7 @@ TUNED = [
     # a longer window, then candidate branches at the leading slots (exact)
     DecodingConfig.from_name("mc-sjd", window=32, init="above"),
     DecodingConfig.from_name("mc-sjd", window=32, init="above", branches=4, branch_slots=4, branch_length=2),
-    DecodingConfig.from_name("mc-sjd", window=32, init="above", branches=16, branch_slots=4, branch_length=2),
+    DecodingConfig.from_name("mc-sjd", window=32, init="above", branches=8, branch_slots=12, branch_length=3),
 ]
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import torch
+import torch.nn.functional as F
 
 from mmspec.core.contracts import CallTree, GuidedLogits
 from mmspec.core.sampling import uniforms
@@ -33,12 +34,32 @@ from mmspec.kernels.verify import verify
 
 @dataclass
 class BranchNodes:
-    """The branch nodes of every window `[B, R, D, m, c + 1]` and where they sit in the call."""
+    """The branch nodes of every window `[B, R, D, C, c + 1]` and where they sit in the call."""
 
     tokens: torch.Tensor  # long, -1 where the node is not fed
     valid: torch.Tensor  # bool
     acts_as: torch.Tensor  # long: the position the node stands for
     index: torch.Tensor  # long: the node's input index in the forward
+    chain_q: torch.Tensor  # [B, R, D, C, c, V]: q of the drafts behind each candidate
+
+
+@dataclass
+class BranchCarry:
+    """What a branch keeps for the next forward: its candidate `[B, R, D, C]` (-1 = none)
+    and its next drafts `[B, R, D, C, c]` with their q (the p its nodes computed)."""
+
+    tokens: torch.Tensor
+    chain: torch.Tensor
+    chain_q: torch.Tensor
+
+    def slide(self, committed: torch.Tensor) -> "BranchCarry":
+        """Slot j of each window `[B, R]` takes slot j + committed."""
+        D = self.tokens.shape[2]
+        src = torch.arange(D, device=committed.device) + committed[..., None]  # [B, R, D]
+        gone = src >= D
+        src = src.clamp(max=D - 1)
+        take = lambda x: x.gather(2, src.view(*src.shape, *([1] * (x.dim() - 3))).expand(-1, -1, -1, *x.shape[3:]))
+        return BranchCarry(take(self.tokens).masked_fill(gone[..., None], -1), take(self.chain), take(self.chain_q))
 
 
 def check_branches(session, layout, processors) -> None:
@@ -124,10 +145,23 @@ def add_branches(loop, live: torch.Tensor, inputs):
     main_fed = main_fed.view(B, R, S)[..., 1:]  # [B, R, L]: slot's draft is fed
     follow = (j[:, None] + i[None, :]).clamp(max=L - 1)  # [D, c+1]: slot of node (j, ., i)
     fed = main_fed[:, :, follow] & ((j[:, None] + i[None, :]) < L)  # [B, R, D, c+1]
-    valid = (live[..., None, None, None] & cand_ok[..., None] & fed[:, :, :, None, :]).long().cumprod(-1).bool()
-    drafts = loop.drafts[:, :, follow, 0]  # [B, R, D, c+1]
-    tokens = torch.cat([cand[..., None], drafts[:, :, :, None, 1:].expand(-1, -1, -1, cand.shape[-1], -1)], -1)
     m = cand.shape[-1]
+    # behind each candidate: the drafts it kept from the last forward if it was a candidate
+    # there too, else the window's own drafts (stale: they followed the window's draft)
+    chain = loop.drafts[:, :, follow[:, 1:], 0][:, :, :, None].expand(-1, -1, -1, m, -1)  # [B, R, D, m, c]
+    chain_q = window_q(loop)[:, :, follow[:, 1:]][:, :, :, None].expand(-1, -1, -1, m, -1, -1)
+    carry = loop.branch_carry
+    if carry is not None:
+        same = (cand[..., :, None] == carry.tokens[..., None, :]) & (carry.tokens >= 0)[..., None, :]
+        src = same.int().argmax(-1)  # [B, R, D, m]
+        kept = carry.chain.gather(3, src[..., None].expand(-1, -1, -1, -1, c))
+        use = same.any(-1)[..., None] & (kept >= 0)
+        chain = torch.where(use, kept, chain)
+        kept_q = carry.chain_q.gather(3, src[..., None, None].expand(-1, -1, -1, -1, c, loop.V))
+        chain_q = torch.where(use[..., None], kept_q, chain_q)
+    tokens = torch.cat([cand[..., None], chain], -1)
+    valid = live[..., None, None, None] & cand_ok[..., None] & fed[:, :, :, None, :] & (tokens >= 0)
+    valid = valid.long().cumprod(-1).bool()
     acts_as = (loop.n[..., None, None] + follow)[:, :, :, None, :].expand(B, R, D, m, c + 1)
 
     flat_valid = valid.reshape(B, -1)
@@ -164,58 +198,81 @@ def add_branches(loop, live: torch.Tensor, inputs):
         tree=tree,
     )
     shape = (B, R, D, m, c + 1)
-    return extended, BranchNodes(tokens.masked_fill(~valid, -1), valid, acts_as, index.view(shape))
+    return extended, BranchNodes(tokens.masked_fill(~valid, -1), valid, acts_as, index.view(shape), chain_q)
+
+
+def window_q(loop) -> torch.Tensor:
+    """Dense q `[B, R, L, V]` of every window slot's draft: its carried p, or one-hot."""
+    q = F.one_hot(loop.drafts[..., 0].clamp(min=0), loop.V).float()
+    rows = loop.q_row >= 0
+    if bool(rows.any()):
+        carried = loop.q_carried[rows][..., None]
+        q[rows] = torch.where(carried, loop.q_dense[loop.q_row[rows], :, 0], q[rows])
+    return q
 
 
 def verify_branches(loop, nodes: BranchNodes, logits: GuidedLogits, out, b: torch.Tensor, r: torch.Tensor,
-                    q: torch.Tensor, drafts: torch.Tensor):
-    """Where a live window's first rejected slot has a candidate equal to the token drawn
-    there, verifies that candidate's branch and extends the window's verification with it.
+                    drafts: torch.Tensor):
+    """Verifies every branch as a small window of its own; where a live window's first
+    rejected slot has a candidate equal to the token drawn there, that candidate's result
+    extends the window's verification. Every branch keeps its next drafts (coupled, as the
+    window's) in `loop.branch_carry`.
 
-    `out` is the main verification of the live windows `(b, r)`, `q` and `drafts` their
-    `[N, S, K, V]` and `[N, S, K]` inputs. Returns the merged output and the bool `[B, R,
-    D, m, c + 1]` nodes whose cache entries are committed context."""
+    `out` is the main verification of the live windows `(b, r)`, `drafts` their `[N, S, K]`
+    drafts. Returns the merged output and the bool `[B, R, D, C, c + 1]` nodes whose cache
+    entries are committed context."""
     B, R, S, K, V, T = loop.B, loop.R, loop.S, loop.K, loop.V, loop.T
-    D, c = nodes.valid.shape[2], nodes.valid.shape[4] - 1
-    accept_u = uniforms((B * R, c + 1, K), loop.generator, loop.device)
-    sample_u = uniforms((B * R, c + 1, K), loop.generator, loop.device)
+    D, C, c = nodes.valid.shape[2], nodes.valid.shape[3], nodes.valid.shape[4] - 1
+    rows = B * R * D * C
+    accept_u = uniforms((rows, c + 1, K), loop.generator, loop.device)
+    sample_u = uniforms((rows, c + 1, K), loop.generator, loop.device)
+    # every branch: slot i gets p from node i and, as its draft, the token of node i + 1
+    valid = nodes.valid.view(rows, c + 1)
+    idx = nodes.index.view(rows, c + 1).clamp(min=0)
+    seq = torch.arange(B, device=loop.device).repeat_interleave(R * D * C)[:, None]
+    pick = lambda t: t[seq, idx]
+    predicts = (nodes.acts_as.reshape(rows, c + 1) + 1).clamp(max=T - 1)
+    target = step_logits(GuidedLogits(pick(logits.cond), None if logits.uncond is None else pick(logits.uncond)),
+                         predicts, loop.sampling)
+    num_slots = valid.sum(-1)
+    has_draft = valid.roll(-1, 1)
+    has_draft[:, -1] = False
+    branch_drafts = torch.where(has_draft, nodes.tokens.view(rows, c + 1).roll(-1, 1), -1)[..., None]
+    branch_q = torch.cat([nodes.chain_q.reshape(rows, c, V), torch.zeros(rows, 1, V, device=loop.device)], 1)
+    branch_q = (branch_q * has_draft[..., None])[:, :, None]
+    res = verify(
+        None, branch_q, branch_drafts, num_slots, accept_u, sample_u,
+        target_logits=target, sampling=loop.sampling, allowed=allowed_steps(loop.layout, predicts),
+        rule=loop.rule, coupling=loop.config.method == "mc-sjd",
+    )
+    next_ok = valid[:, :c]  # node i - 1 computed the p that draft i follows
+    loop.branch_carry = BranchCarry(
+        tokens=torch.where(nodes.valid[..., 0], nodes.tokens[..., 0], -1),
+        chain=torch.where(next_ok, res.tokens[:, :c, 0], -1).view(B, R, D, C, c),
+        chain_q=res.target_probs[:, :c, 0].reshape(B, R, D, C, c, V),
+    )
+
     keep = torch.zeros_like(nodes.valid)
     a = out.accepted
     x = out.tokens.gather(1, a.clamp(max=S - 1)[:, None, None].expand(-1, 1, K))[:, 0, 0]
     rejected = (out.committed == a + 1) & (a < D) & (drafts.gather(1, a.clamp(max=S - 1)[:, None, None])[:, 0, 0] >= 0)
     at = a.clamp(max=D - 1)
-    cand = nodes.tokens[b, r, at, :, 0]  # [N, m]
-    match = (cand == x[:, None]) & nodes.valid[b, r, at, :, 0] & rejected[:, None]
+    match = (nodes.tokens[b, r, at, :, 0] == x[:, None]) & nodes.valid[b, r, at, :, 0] & rejected[:, None]
     hit = match.any(-1).nonzero()[:, 0]
     if len(hit) == 0:
         return out, keep
     hb, hr, ha = b[hit], r[hit], a[hit]
     hk = match[hit].int().argmax(-1)
-    idx = nodes.index[hb, hr, ha, hk]  # [H, c+1]
-    ok = nodes.valid[hb, hr, ha, hk]
-    pick = lambda t: t[hb[:, None], idx.clamp(min=0)]
-    branch = GuidedLogits(pick(logits.cond), None if logits.uncond is None else pick(logits.uncond))
-    predicts = (nodes.acts_as[hb, hr, ha, hk] + 1).clamp(max=T - 1)  # [H, c+1]
-    target = step_logits(branch, predicts, loop.sampling)
-    num_slots = ok.sum(-1)
+    row = ((hb * R + hr) * D + ha) * C + hk
     slot = torch.arange(c + 1, device=loop.device)
     follow = (ha[:, None] + 1 + slot).clamp(max=S - 1)  # the window slots the branch predicts
-    has_draft = (slot[None, :] + 1 < num_slots[:, None])[..., None]
-    branch_drafts = torch.where(has_draft, nodes.tokens[hb, hr, ha, hk].roll(-1, 1)[..., None], -1)
-    branch_q = torch.where(has_draft[..., None], q[hit[:, None], follow], 0.0)
-    window = hb * R + hr
-    res = verify(
-        None, branch_q, branch_drafts, num_slots, accept_u[window], sample_u[window],
-        target_logits=target, sampling=loop.sampling, allowed=allowed_steps(loop.layout, predicts),
-        rule=loop.rule, coupling=loop.config.method == "mc-sjd",
-    )
+    write = slot[None, :] < num_slots[row][:, None]  # [H, c+1]
     tokens, probs, committed = out.tokens.clone(), out.target_probs.clone(), out.committed.clone()
-    write = slot[None, :] < num_slots[:, None]  # [H, c+1]
-    rows = hit[:, None].expand_as(follow)[write]
-    tokens[rows, follow[write]] = res.tokens[write]
-    probs[rows, follow[write]] = res.target_probs[write]
-    committed[hit] = ha + 1 + res.committed
-    keep[hb, hr, ha, hk] = ok & (slot[None, :] <= res.accepted[:, None])
+    at_rows = hit[:, None].expand_as(follow)[write]
+    tokens[at_rows, follow[write]] = res.tokens[row][write]
+    probs[at_rows, follow[write]] = res.target_probs[row][write]
+    committed[hit] = ha + 1 + res.committed[row]
+    keep[hb, hr, ha, hk] = nodes.valid[hb, hr, ha, hk] & (slot[None, :] <= res.accepted[row][:, None])
     return replace(out, tokens=tokens, target_probs=probs, committed=committed), keep
 
 

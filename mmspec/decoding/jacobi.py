@@ -127,6 +127,7 @@ class JacobiLoop:
         self.opened = torch.zeros(B, R, dtype=torch.bool, device=device)
         self.hints = None  # redraft: the last forward's predictions and the drafts it was fed
         self.nodes = None  # branches: this forward's branch nodes
+        self.branch_carry = None  # branches: what they keep for the next forward
         self.b = torch.arange(B, device=device)[:, None]
         self.slot = torch.arange(self.S, device=device)
         self.forwards = 0
@@ -251,7 +252,7 @@ class JacobiLoop:
         )
         keep = None
         if self.nodes is not None:
-            out, keep = verify_branches(self, self.nodes, logits, out, b, r, q, drafts)
+            out, keep = verify_branches(self, self.nodes, logits, out, b, r, drafts)
         return Verified.scatter(out, b, r, self.drafts, S), keep
 
     def commit_run(self, b: torch.Tensor, pos: torch.Tensor, steps: torch.Tensor, mask: torch.Tensor) -> None:
@@ -278,6 +279,7 @@ class JacobiLoop:
         if branch_keep is not None:  # a branch sees its window's input at n-1: committed unless a stand-in
             pred_true = inputs.on_committed_context.view(B, self.R, S)[..., 0]
             commit_branches(self, self.nodes, branch_keep & pred_true[..., None, None, None], committed)
+            self.branch_carry = self.branch_carry.slide(committed)
         self.n = self.n + committed
         src = self.slot[:L] + committed[..., None]  # new slot i takes old slot i + c
         self.q_carried = src < num_slots[..., None]
