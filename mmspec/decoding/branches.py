@@ -10,10 +10,16 @@ the window's next drafts. When x is one of them, that candidate's outputs are
 p for the positions after it on committed context: the drafts behind it are verified as a
 small window of their own, and the forward commits at least one more token.
 
+Branches are refined as the window is: every branch is verified against the p its own
+nodes computed, and its next drafts (coupled, as MC-SJD's) are carried to the next forward
+for as long as its token stays a candidate of that position (`BranchCarry`). So the drafts
+behind a candidate follow that candidate, not the window's draft; a new candidate starts
+from the window's drafts.
+
 Exact whatever the candidates: they are fixed by the past before the forward, x is drawn
 as it would be without them, and a branch is read only for the p it computes after x.
-The branch's drafts are the window's, drawn from their q before any of this forward's
-draws, and are verified with uniforms of their own.
+Its drafts were drawn from their recorded q before any of this forward's draws, and are
+verified with uniforms of their own.
 
 Names: a window's branch nodes are indexed (j, k, i): the slot j they branch at, the
 candidate k, and i = 0 for the candidate itself, 1.. for the drafts that follow it.

@@ -61,7 +61,8 @@ class DecodingConfig:
             first `branch_slots` window slots, under tree attention, each followed by
             `branch_length` of the window's next drafts; when a draft is rejected and the
             token drawn instead is a candidate, its branch goes on verifying in the same
-            forward (`mmspec.decoding.branches`; exact). Needs a session with tree attention.
+            forward (`mmspec.decoding.branches`; exact). Each branch keeps its own next
+            drafts from forward to forward. Needs a session with tree attention.
         branch_slots (`int`, defaults to 4): leading window slots that get candidates.
         branch_length (`int`, defaults to 2): drafts that follow each candidate.
 
