@@ -79,25 +79,26 @@ def check_branches(session, layout, processors) -> None:
 
 def extra_branch_positions(R: int, config, layout) -> int:
     """Scratch positions the branch nodes of one forward are written at."""
-    per_slot = config.branches + len(layout.axes) * (len(layout.axes) + 1)  # q's, then the neighbours
+    per_slot = config.branches + 3 * len(layout.axes) * len(layout.axes)  # q's, then the neighbours
     return R * min(config.branch_slots, config.window) * per_slot * (config.branch_length + 1)
 
 
 def neighbour_sources(layout) -> torch.Tensor:
-    """Long `[T, C]`: the positions next to each position that come before it in the
-    layout, -1 outside it: one and two steps back along every axis, and the diagonals one
-    step back along an axis and one either way along a later one (left, two left, above,
-    two above, above-left and above-right on a grid)."""
+    """Long `[T, C]`: the positions near each position that come before it in the layout,
+    -1 outside it: one to three steps back along every axis, and for each pair of axes
+    the six diagonals one or two steps back along the first and one or two either way
+    along the second (on a grid: three to the left, three above, and above-left,
+    above-right, two above and one to either side, one above and two to either side)."""
     coords, shape = layout.coords, torch.tensor(layout.shape)
     A = coords.shape[1]
     offsets = []
     for a in range(A):
-        for back in (1, 2):
+        for back in (1, 2, 3):
             offsets.append(torch.zeros(A, dtype=torch.long).index_fill(0, torch.tensor(a), -back))
         for b in range(a + 1, A):
-            for side in (-1, 1):
+            for back, side in ((1, -1), (1, 1), (2, -1), (2, 1), (1, -2), (1, 2)):
                 o = torch.zeros(A, dtype=torch.long)
-                o[a], o[b] = -1, side
+                o[a], o[b] = -back, side
                 offsets.append(o)
     strides = torch.cat([shape[1:].flip(0).cumprod(0).flip(0), torch.ones(1, dtype=torch.long)])
     lookup = torch.full((int(shape.prod()),), -1, dtype=torch.long)

@@ -106,13 +106,13 @@ def test_branch_errors_are_one_line():
 
 
 def test_neighbour_candidates_on_a_grid():
-    """left, two left, above, two above, above-left, above-right; -1 off the grid."""
+    """Above 1-3, the six diagonals, left 1-3; -1 off the grid."""
     from mmspec.core.layout import TokenLayout
     from mmspec.decoding.branches import neighbour_sources
 
     sources = neighbour_sources(TokenLayout.grid((4, 4), 8))
-    assert sources[5].tolist() == [1, -1, 0, 2, 4, -1]
-    assert sources[15].tolist() == [11, 7, 10, -1, 14, 13]
+    assert sources[5].tolist() == [1, -1, -1, 0, 2, -1, -1, -1, 3, 4, -1, -1]
+    assert sources[15].tolist() == [11, 7, 3, 10, -1, 6, -1, 9, -1, 14, 13, 12]
     assert (sources[0] == -1).all()
 
 
