@@ -109,11 +109,11 @@ def neighbour_sources(layout) -> torch.Tensor:
     return torch.where(inside, found, -1)
 
 
-def candidates(loop) -> tuple[torch.Tensor, torch.Tensor]:
+def candidates(loop, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Each leading slot's candidates, long `[B, R, D, C]` and whether each is one: the
     tokens next to its position (what it sees there: committed tokens or the window's
-    drafts before it), then the m most likely tokens of its carried q, without repeats
-    and without the slot's own draft."""
+    drafts before it), then the m most likely tokens of its carried q (from the windows'
+    dense q `[B, R, L, V]`), without repeats and without the slot's own draft."""
     B, R, L = loop.B, loop.R, loop.L
     D, m = min(loop.config.branch_slots, L), loop.config.branches
     draft = loop.drafts[..., :D, 0]
@@ -124,11 +124,7 @@ def candidates(loop) -> tuple[torch.Tensor, torch.Tensor]:
     in_window = src - loop.n[..., None, None]  # the window slot of a source at or after n
     from_draft = loop.drafts[..., 0].gather(2, in_window.clamp(0, L - 1).view(B, R, -1)).view_as(src)
     near = torch.where(in_window >= 0, from_draft, near).masked_fill(src < 0, -1)
-    q = torch.zeros(B, R, D, loop.V, device=loop.device)
-    rows = loop.q_row >= 0
-    if bool(rows.any()):
-        q[rows] = loop.q_dense[loop.q_row[rows], :D, 0]
-    q = q * loop.q_carried[..., :D, None]  # one-hot first drafts offer none of their own
+    q = q[:, :, :D] * loop.q_carried[..., :D, None]  # one-hot first drafts offer none of their own
     mass, likely = q.scatter(-1, draft.clamp(min=0)[..., None], 0.0).topk(min(m, loop.V), dim=-1)
     tokens = torch.cat([near, torch.where(mass > 0, likely, -1)], -1)
     C = tokens.shape[-1]
@@ -142,8 +138,9 @@ def add_branches(loop, live: torch.Tensor, inputs):
     """Appends the branch nodes of the live windows to `inputs` and gives them tree
     attention; returns the extended inputs and the nodes."""
     B, R, L, S, T, device = loop.B, loop.R, loop.L, loop.S, loop.T, loop.device
-    D, m, c = min(loop.config.branch_slots, L), loop.config.branches, loop.config.branch_length
-    cand, cand_ok = candidates(loop)
+    D, c = min(loop.config.branch_slots, L), loop.config.branch_length
+    q = window_q(loop)
+    cand, cand_ok = candidates(loop, q)
     j = torch.arange(D, device=device)
     i = torch.arange(c + 1, device=device)
     # main candidate index r*S + t of every slot; input j + 1 feeds the draft of slot j
@@ -152,15 +149,15 @@ def add_branches(loop, live: torch.Tensor, inputs):
     main_fed = main_fed.view(B, R, S)[..., 1:]  # [B, R, L]: slot's draft is fed
     follow = (j[:, None] + i[None, :]).clamp(max=L - 1)  # [D, c+1]: slot of node (j, ., i)
     fed = main_fed[:, :, follow] & ((j[:, None] + i[None, :]) < L)  # [B, R, D, c+1]
-    m = cand.shape[-1]
+    C = cand.shape[-1]  # candidates per slot
     # behind each candidate: the drafts it kept from the last forward if it was a candidate
     # there too, else the window's own drafts (stale: they followed the window's draft)
-    chain = loop.drafts[:, :, follow[:, 1:], 0][:, :, :, None].expand(-1, -1, -1, m, -1)  # [B, R, D, m, c]
-    chain_q = window_q(loop)[:, :, follow[:, 1:]][:, :, :, None].expand(-1, -1, -1, m, -1, -1)
+    chain = loop.drafts[:, :, follow[:, 1:], 0][:, :, :, None].expand(-1, -1, -1, C, -1)  # [B, R, D, C, c]
+    chain_q = q[:, :, follow[:, 1:]][:, :, :, None].expand(-1, -1, -1, C, -1, -1)
     carry = loop.branch_carry
     if carry is not None:
         same = (cand[..., :, None] == carry.tokens[..., None, :]) & (carry.tokens >= 0)[..., None, :]
-        src = same.int().argmax(-1)  # [B, R, D, m]
+        src = same.int().argmax(-1)  # [B, R, D, C]
         kept = carry.chain.gather(3, src[..., None].expand(-1, -1, -1, -1, c))
         use = same.any(-1)[..., None] & (kept >= 0)
         chain = torch.where(use, kept, chain)
@@ -169,7 +166,7 @@ def add_branches(loop, live: torch.Tensor, inputs):
     tokens = torch.cat([cand[..., None], chain], -1)
     valid = live[..., None, None, None] & cand_ok[..., None] & fed[:, :, :, None, :] & (tokens >= 0)
     valid = valid.long().cumprod(-1).bool()
-    acts_as = (loop.n[..., None, None] + follow)[:, :, :, None, :].expand(B, R, D, m, c + 1)
+    acts_as = (loop.n[..., None, None] + follow)[:, :, :, None, :].expand(B, R, D, C, c + 1)
 
     flat_valid = valid.reshape(B, -1)
     order = torch.argsort((~flat_valid).int(), dim=1, stable=True)
@@ -179,7 +176,7 @@ def add_branches(loop, live: torch.Tensor, inputs):
     scratch = T + M0 + torch.arange(M2, device=device).expand(B, M2)
     node_tokens = torch.where(node_valid, tokens.reshape(B, -1).gather(1, take), 0)
     node_acts = torch.where(node_valid, acts_as.reshape(B, -1).gather(1, take), scratch)
-    index = torch.full((B, R * D * m * (c + 1)), -1, dtype=torch.long, device=device)
+    index = torch.full((B, R * D * C * (c + 1)), -1, dtype=torch.long, device=device)
     index.scatter_(1, take, torch.where(node_valid, M0 + torch.arange(M2, device=device), -1))
 
     # what each input sees: main inputs as without branches; a node, the main inputs of its
@@ -187,9 +184,9 @@ def add_branches(loop, live: torch.Tensor, inputs):
     main_pos, main_seg = inputs.positions, inputs.segments
     mm = (main_pos[:, None, :] <= main_pos[:, :, None]) & (main_seg[:, None, :] == main_seg[:, :, None])
     main_r, main_t = inputs.take // S, inputs.take % S  # [B, M0]
-    node_id = torch.arange(R * D * m * (c + 1), device=device).view(R, D, m, c + 1)
-    node_r = node_id.div(D * m * (c + 1), rounding_mode="floor").reshape(-1)
-    node_j = (node_id // (m * (c + 1)) % D).reshape(-1)
+    node_id = torch.arange(R * D * C * (c + 1), device=device).view(R, D, C, c + 1)
+    node_r = node_id.div(D * C * (c + 1), rounding_mode="floor").reshape(-1)
+    node_j = (node_id // (C * (c + 1)) % D).reshape(-1)
     node_branch = (node_id // (c + 1)).reshape(-1)
     node_i = (node_id % (c + 1)).reshape(-1)
     nr, nj, nb, ni = (x[take] for x in (node_r, node_j, node_branch, node_i))  # [B, M2]
@@ -204,7 +201,7 @@ def add_branches(loop, live: torch.Tensor, inputs):
         positions=torch.cat([main_pos, scratch], 1),
         tree=tree,
     )
-    shape = (B, R, D, m, c + 1)
+    shape = (B, R, D, C, c + 1)
     return extended, BranchNodes(tokens.masked_fill(~valid, -1), valid, acts_as, index.view(shape), chain_q)
 
 

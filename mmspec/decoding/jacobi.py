@@ -101,10 +101,10 @@ class JacobiLoop:
         self.generator, self.stopping, self.processors = generator, stopping, tuple(processors)
         self.rule = bind_cached(config.rule, layout.token_embeddings, layout.allowed)
         self.drafter = config.drafter
+        self.device = device = session.prefill_logits().cond.device
         if config.branches:
             check_branches(session, layout, processors)
-            self.branch_sources = neighbour_sources(layout).to(session.prefill_logits().cond.device)
-        self.device = device = session.prefill_logits().cond.device
+            self.branch_sources = neighbour_sources(layout).to(device)
         plan = config.scheduler.plan(layout)
         self.starts, self.ends = plan.starts.to(device), plan.ends.to(device)
         self.parent, self.need = plan.parent.to(device), plan.need.to(device)
@@ -224,7 +224,8 @@ class JacobiLoop:
         B, R, S, K, V, T, L = self.B, self.R, self.S, self.K, self.V, self.T, self.L
         logits = forward_steps(self.session, inputs.tokens, inputs.positions, inputs.segments, inputs.tree)
         self.forwards += 1
-        main = GuidedLogits(*(None if x is None else x[:, : inputs.take.shape[1]] for x in (logits.cond, logits.uncond)))
+        M = inputs.take.shape[1]  # the window inputs; branch nodes follow them
+        main = GuidedLogits(*(None if x is None else x[:, :M] for x in (logits.cond, logits.uncond)))
         # uniforms for every window, live or not: a call's draws never depend on which are done
         accept_u = uniforms((B * R, S, K), self.generator, self.device)
         sample_u = uniforms((B * R, S, K), self.generator, self.device)
@@ -238,7 +239,7 @@ class JacobiLoop:
             picked = GuidedLogits(slot_logits(main.cond), None if main.uncond is None else slot_logits(main.uncond))
             target = step_logits(picked, win_pos, self.sampling, self.processors, self.prompt, history)
         else:
-            target = slot_logits(step_logits(main, (inputs.positions[:, : inputs.take.shape[1]] + 1).clamp(max=T - 1), self.sampling))
+            target = slot_logits(step_logits(main, (inputs.positions[:, :M] + 1).clamp(max=T - 1), self.sampling))
         in_seg = (win_pos[:, :L] < self.ends[r][:, None])[..., None]
         drafts = torch.cat([torch.where(in_seg, self.drafts[b, r], -1), self.drafts.new_full((len(window), 1, K), -1)], 1)
         q = F.one_hot(drafts[:, :L].clamp(min=0), V).float()  # first drafts: one-hot
