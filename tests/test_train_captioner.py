@@ -1,31 +1,15 @@
 """The captioner's training batches: the loss sees only the caption and its EOS, and a
 prompt's example caption shares the answer's template."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import torch
 
 from tests.pipelines.tiny_captioner import tiny_processor
-
-SCRIPTS = Path(__file__).parents[1] / "scripts"
-
-
-def load_script():
-    sys.path.insert(0, str(SCRIPTS))  # the script imports its sibling train_default_model
-    try:
-        spec = importlib.util.spec_from_file_location("train_captioner", SCRIPTS / "train_captioner.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(SCRIPTS))
-    return module
+from tests.training_scripts import load_script
 
 
 def test_batch_labels_cover_the_caption_and_eos_only():
-    script = load_script()
+    script = load_script("train_captioner")
     processor = tiny_processor()
     tokenizer = processor.tokenizer
     batch = script.training_batch(processor, np.random.default_rng(0), 6)
@@ -42,7 +26,7 @@ def test_batch_labels_cover_the_caption_and_eos_only():
 
 
 def test_pixels_sit_on_the_8_bit_grid_the_processor_sees():
-    script = load_script()
+    script = load_script("train_captioner")
     x = torch.linspace(-1, 1, 1001)
     q = script.quantised(x)
     assert torch.allclose((q + 1) * 127.5, torch.round((q + 1) * 127.5), atol=1e-4)

@@ -1,24 +1,14 @@
 """The training script's resumability: the token stage continues an interrupted or shorter
 encoding, and a `Stage` checkpoint restores step, weights and generator state."""
 
-import importlib.util
-from pathlib import Path
-
 import torch
 
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ
-
-
-def load_script():
-    path = Path(__file__).parents[1] / "scripts" / "train_default_model.py"
-    spec = importlib.util.spec_from_file_location("train_default_model", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.training_scripts import load_script
 
 
 def test_token_stage_continues_where_the_saved_file_stops(tmp_path, monkeypatch):
-    script = load_script()
+    script = load_script("train_default_model")
     torch.manual_seed(0)
     vq = LlamaGenVQ(script.VQ_CONFIG).eval()  # random weights: the codes only need to be deterministic
     monkeypatch.setattr(script, "TOKEN_CHUNK", 4)
@@ -41,7 +31,7 @@ def test_token_stage_continues_where_the_saved_file_stops(tmp_path, monkeypatch)
 
 
 def test_stage_checkpoint_round_trip(tmp_path):
-    script = load_script()
+    script = load_script("train_default_model")
     model = torch.nn.Linear(3, 2)
     stage = script.Stage("probe", tmp_path, model, lr=1e-2, seed=0, weight_decay=0.0)
 

@@ -1,26 +1,17 @@
 """The speech training script: its delay pattern is MusicGen's, the loss skips the forced
 slots, and the clip cache continues where an interrupted run stopped."""
 
-import importlib.util
 import shutil
-from pathlib import Path
 
 import pytest
 import torch
 
 from mmspec.models.musicgen import delay_pattern, undelay
-
-
-def load_script():
-    path = Path(__file__).parents[1] / "scripts" / "train_speech_model.py"
-    spec = importlib.util.spec_from_file_location("train_speech_model", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.training_scripts import load_script
 
 
 def test_delayed_steps_follow_the_pattern_and_undelay_back():
-    script = load_script()
+    script = load_script("train_speech_model")
     codes = torch.randint(64, (2, 4, 6))
     steps = script.delayed_steps(codes)
     assert steps.shape == (2, 9, 4)
@@ -29,7 +20,7 @@ def test_delayed_steps_follow_the_pattern_and_undelay_back():
 
 
 def test_the_loss_ignores_forced_slots():
-    script = load_script()
+    script = load_script("train_speech_model")
     torch.manual_seed(0)
     lm = script.SpeechLM().eval()
     steps = script.delayed_steps(torch.randint(64, (2, 4, 6)))
@@ -40,7 +31,7 @@ def test_the_loss_ignores_forced_slots():
 
 @pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is a Debian package (.ci/run installs it)")
 def test_clip_cache_continues_an_interrupted_run(tmp_path, monkeypatch):
-    script = load_script()
+    script = load_script("train_speech_model")
     monkeypatch.setattr(script, "CLIP_CHUNK", 2)
     first, _ = script.cached_clips(tmp_path, "heldout", 2)
     audio, labels = script.cached_clips(tmp_path, "heldout", 3)
