@@ -1,18 +1,22 @@
-"""Trains the shipped video model on one CPU thread and exports it to mmspec/assets/video/.
+"""Trains the shipped video model on a 2-core CPU and exports it to mmspec/assets/video/.
 
 Stages, each checkpointing to the work directory and resuming from there on a rerun
 (the resumable `Stage` loop of `train_default_model.py`):
 
 1. `tokens`: Moving Shapes training videos (`mmspec.datasets.moving_shapes`), each frame
    encoded by the shipped image VQ (`mmspec/assets/default/vqvae`: 32x32 -> 8x8 codes),
-   saved as it goes.
+   saved as it goes; then the first frames alone of further training videos.
 2. `classifier`: the video judge (`mmspec.metrics.video.VideoClassifier`) on real videos,
    with a shift, colour and noise augmentation shared by the frames of a video.
 3. `gpt`: a class-conditional `VideoLlamaGen` (3-D RoPE) on the frame tokens, labels
-   dropped to the null class with probability `class_dropout_prob` for guidance.
+   dropped to the null class with probability `class_dropout_prob` for guidance. Every
+   step also trains on first frames alone (joint image-video training, as video models
+   train on images): the first frame is where the model must draw the object, a frame is
+   a prefix of a video to a causal model, and it costs an eighth of a video.
 
-Training runs in float32: on this CPU (no bf16 instructions) bfloat16 autocast is about
-15x slower. Then `export` writes a `VideoPipeline` (transformer, vqvae, classifier,
+The GPT's forward runs under bfloat16 autocast (`--precision`; fast on CPUs with AVX-512
+bf16 or AMX, about 15x slower than float32 on CPUs without them) and `torch.compile`
+(`--no-compile`). Then `export` writes a `VideoPipeline` (transformer, vqvae, classifier,
 model_index.json) to `--assets`.
 
     PYTHONPATH=. python scripts/train_video_model.py           # rerun to resume
@@ -21,13 +25,14 @@ model_index.json) to `--assets`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
-from train_default_model import Stage
+from train_default_model import Stage, bf16
 
 from mmspec.assets import DEFAULT_ASSETS, VIDEO_ASSETS
 from mmspec.batch import atomic_write
@@ -44,9 +49,10 @@ GPT_CONFIG = VideoLlamaGenConfig(
 )
 CLASSIFIER_CONFIG = VideoClassifierConfig(num_classes=NUM_CLASSES, frames=NUM_FRAMES)
 
-GPT_VIDEOS, GPT_STEPS, GPT_BATCH, GPT_LR = 12000, 4000, 8, 2e-3
+GPT_VIDEOS, GPT_STEPS, GPT_BATCH, GPT_LR = 16000, 8500, 8, 2e-3
+FIRST_FRAMES, FRAME_BATCH = 48000, 32  # first frames of the videos after the GPT's, per step
 TOKEN_CHUNK = 500  # videos rendered and encoded at a time
-CLF_VIDEOS, CLF_STEPS, CLF_BATCH, CLF_LR = 4000, 400, 32, 2e-3
+CLF_VIDEOS, CLF_STEPS, CLF_BATCH, CLF_LR = 8000, 1200, 32, 2e-3
 
 
 def load_vq() -> LlamaGenVQ:
@@ -55,36 +61,60 @@ def load_vq() -> LlamaGenVQ:
 
 
 @torch.no_grad()
-def encode_tokens(work: Path, vq: LlamaGenVQ, n_videos: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """VQ codes `[n_videos, F * 64]` (frame after frame) and labels; a rerun continues."""
-    path = work / "tokens.pt"
-    saved = torch.load(path, weights_only=True) if path.exists() else {"tokens": torch.empty(0, GPT_CONFIG.block_size, dtype=torch.long),
-                                                                        "labels": torch.empty(0, dtype=torch.long)}
-    for start in tqdm(range(len(saved["tokens"]), n_videos, TOKEN_CHUNK), desc="tokens", unit="chunk"):
-        videos, labels = load_split("train", min(TOKEN_CHUNK, n_videos - start), start=start)
-        codes = torch.cat([vq.encode(frames) for frames in videos.flatten(0, 1).split(400)])  # [n * F, 64]
-        saved = {"tokens": torch.cat([saved["tokens"], codes.view(len(videos), -1)]), "labels": torch.cat([saved["labels"], labels])}
+def encode_videos(vq: LlamaGenVQ, videos: torch.Tensor) -> torch.Tensor:
+    """VQ codes `[N, F * 64]`, frame after frame, of `videos [N, F, 3, 32, 32]`."""
+    return torch.cat([vq.encode(f) for f in videos.flatten(0, 1).split(400)]).view(len(videos), -1)
+
+
+@torch.no_grad()
+def encode_tokens(path: Path, vq: LlamaGenVQ, n_videos: int, first: int = 0,
+                  frames: int = NUM_FRAMES) -> tuple[torch.Tensor, torch.Tensor]:
+    """VQ codes `[n_videos, frames * 64]` (frame after frame) of the first `frames` frames of
+    training videos `first .. first + n_videos - 1`, and their labels, saved to `path` as
+    they are made; a rerun continues."""
+    empty = {"tokens": torch.empty(0, frames * 64, dtype=torch.long), "labels": torch.empty(0, dtype=torch.long)}
+    saved = torch.load(path, weights_only=True) if path.exists() else empty
+    for start in tqdm(range(len(saved["tokens"]), n_videos, TOKEN_CHUNK), desc=path.stem, unit="chunk"):
+        videos, labels = load_split("train", min(TOKEN_CHUNK, n_videos - start), start=first + start)
+        saved = {"tokens": torch.cat([saved["tokens"], encode_videos(vq, videos[:, :frames])]), "labels": torch.cat([saved["labels"], labels])}
         atomic_write(path, lambda tmp: torch.save(saved, tmp))
     return saved["tokens"][:n_videos], saved["labels"][:n_videos]
 
 
-def train_gpt(work: Path, seed: int, tokens: torch.Tensor, labels: torch.Tensor, steps: int) -> VideoLlamaGen:
+def train_gpt(work: Path, seed: int, videos: tuple[torch.Tensor, torch.Tensor], first_frames: tuple[torch.Tensor, torch.Tensor],
+              steps: int, precision: str, compile: bool) -> VideoLlamaGen:
+    """Each step: `GPT_BATCH` videos and `FRAME_BATCH` first frames, one loss over all their
+    tokens. `videos` and `first_frames` are (tokens, labels) pairs."""
     torch.manual_seed(seed + 1)
     gpt = VideoLlamaGen(GPT_CONFIG)
     stage = Stage("gpt", work, gpt, GPT_LR, seed + 1, weight_decay=0.05)
+    forward = torch.compile(gpt) if compile else gpt
+
+    def batch(tokens: torch.Tensor, labels: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        idx = torch.randint(len(tokens), (n,), generator=stage.generator)
+        drop = torch.rand(n, generator=stage.generator) < GPT_CONFIG.class_dropout_prob
+        return tokens[idx], torch.where(drop, GPT_CONFIG.num_classes, labels[idx])
 
     def step():
-        idx = torch.randint(len(tokens), (GPT_BATCH,), generator=stage.generator)
-        x, y = tokens[idx], labels[idx]
-        drop = torch.rand(GPT_BATCH, generator=stage.generator) < GPT_CONFIG.class_dropout_prob
-        y = torch.where(drop, torch.full_like(y, GPT_CONFIG.num_classes), y)
-        loss = F.cross_entropy(gpt(x, y).flatten(0, 1), x.flatten())
+        total, count = 0.0, 0
+        for x, y in (batch(*videos, GPT_BATCH), batch(*first_frames, FRAME_BATCH)):
+            with bf16() if precision == "bf16" else contextlib.nullcontext():
+                logits = forward(x, y)
+            total = total + F.cross_entropy(logits.float().flatten(0, 1), x.flatten(), reduction="sum")
+            count += x.numel()
+        loss = total / count
         stage.update(loss, max_grad_norm=1.0)
         return {"loss": loss.item()}
 
     if stage.step < steps:
-        stage.run(steps, GPT_LR, warmup=100, step_fn=step)
+        stage.run(steps, GPT_LR, warmup=200, step_fn=step)
     return gpt.eval()
+
+
+@torch.no_grad()
+def token_loss(gpt: VideoLlamaGen, tokens: torch.Tensor, labels: torch.Tensor) -> float:
+    """Mean cross-entropy (nats a token) of `tokens [N, T]` under their classes."""
+    return float(F.cross_entropy(gpt(tokens, labels).flatten(0, 1), tokens.flatten()))
 
 
 def augment(videos: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -135,7 +165,10 @@ def main() -> None:
     parser.add_argument("--work", default="outputs/train_video", help="checkpoints (default outputs/train_video)")
     parser.add_argument("--assets", default=str(VIDEO_ASSETS), help="export folder (default: the packaged mmspec/assets/video)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
+    parser.add_argument("--precision", choices=("bf16", "fp32"), default="bf16",
+                        help="the GPT's training forward: bfloat16 autocast or float32 (default bf16)")
+    parser.add_argument("--no-compile", action="store_true", help="train the GPT eagerly, without torch.compile")
     parser.add_argument("--gpt-steps", type=int, default=GPT_STEPS, help=f"GPT training steps (default {GPT_STEPS})")
     parser.add_argument("--gpt-videos", type=int, default=GPT_VIDEOS, help=f"training videos the GPT sees (default {GPT_VIDEOS})")
     parser.add_argument("--stages", default="tokens,classifier,gpt,export",
@@ -154,9 +187,13 @@ def main() -> None:
     clf = train_classifier(work, args.seed) if "classifier" in stages or "export" in stages else None
     gpt = None
     if {"tokens", "gpt", "export"} & set(stages):
-        tokens, labels = encode_tokens(work, vq, args.gpt_videos)
+        videos = encode_tokens(work / "tokens.pt", vq, args.gpt_videos)
+        first_frames = encode_tokens(work / "first-frames.pt", vq, FIRST_FRAMES, first=args.gpt_videos, frames=1)
         if "gpt" in stages or "export" in stages:
-            gpt = train_gpt(work, args.seed, tokens, labels, args.gpt_steps)
+            gpt = train_gpt(work, args.seed, videos, first_frames, args.gpt_steps, args.precision, not args.no_compile)
+            held, held_labels = load_split("heldout", 200)
+            print(f"[gpt] loss (nats a token): 200 training videos {token_loss(gpt, videos[0][:200], videos[1][:200]):.3f}, "
+                  f"200 held-out videos {token_loss(gpt, encode_videos(vq, held), held_labels):.3f}")
     if "export" in stages:
         sampling = {"guidance_scale": args.guidance_scale, "temperature": 1.0, "top_k": 0, "top_p": 1.0}
         export(Path(args.assets), gpt, vq, clf, sampling, args.seed)
