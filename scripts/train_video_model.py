@@ -25,14 +25,13 @@ model_index.json) to `--assets`.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
-from train_default_model import Stage, bf16
+from train_default_model import Stage
 
 from mmspec.assets import DEFAULT_ASSETS, VIDEO_ASSETS
 from mmspec.batch import atomic_write
@@ -98,7 +97,7 @@ def train_gpt(work: Path, seed: int, videos: tuple[torch.Tensor, torch.Tensor], 
     def step():
         total, count = 0.0, 0
         for x, y in (batch(*videos, GPT_BATCH), batch(*first_frames, FRAME_BATCH)):
-            with bf16() if precision == "bf16" else contextlib.nullcontext():
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
                 logits = forward(x, y)
             total = total + F.cross_entropy(logits.float().flatten(0, 1), x.flatten(), reduction="sum")
             count += x.numel()
