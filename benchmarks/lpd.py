@@ -86,7 +86,7 @@ def main() -> None:
         "description": (f"Shipped raster model (mmspec/assets/default) and shipped LPD model (mmspec/assets/lpd), "
                         f"{args.per_class} images x {len(raster.class_names)} classes per row, the same (class, seed) list, "
                         f"batch 1, each model's default sampling (raster {raster.default_sampling}, LPD {lpd.default_sampling}, "
-                        f"LPD's guidance linear along the order). Ratios against raster AR; torch on {args.threads} CPU thread(s)."),
+                        f"LPD's guidance {lpd.guidance_schedule} along the order). Ratios against raster AR; torch on {args.threads} CPU thread(s)."),
         "seed": args.seed, "per_class": args.per_class, "date": time.strftime("%Y-%m-%d"), **environment(),
     }
     md, js, png = report(results, Path(args.out), "lpd", meta)

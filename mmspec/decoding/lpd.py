@@ -73,6 +73,15 @@ class LPDOutput:
     forward_passes: int
 
 
+GUIDANCE_SCHEDULES = ("linear", "constant")
+
+
+def check_guidance_schedule(name: str) -> str:
+    if name not in GUIDANCE_SCHEDULES:
+        raise ValueError(f"unknown guidance schedule {name!r}; choose from {', '.join(GUIDANCE_SCHEDULES)}")
+    return name
+
+
 @torch.no_grad()
 def generate_lpd(
     model: LPD,
@@ -90,8 +99,7 @@ def generate_lpd(
             (its seeds from `generator`). Their group sizes are `order.group_sizes` either way.
         guidance_schedule: "linear" (LPD's) or "constant" (the full scale for every token).
     """
-    if guidance_schedule not in ("linear", "constant"):
-        raise ValueError(f"unknown guidance schedule {guidance_schedule!r}; choose from linear, constant")
+    check_guidance_schedule(guidance_schedule)
     T = model.config.seq_len
     if order.grid_size**2 != T:
         raise ValueError(f"the order is for a {order.grid_size}x{order.grid_size} grid; the model makes {T} cells")

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from mmspec.decoding.config import DecodingConfig
-from mmspec.decoding.lpd import LPDDecoding, generate_lpd
+from mmspec.decoding.lpd import LPDDecoding, check_guidance_schedule, generate_lpd
 from mmspec.decoding.orders import LocalityOrder
 from mmspec.decoding.stats import DecodeStats
 from mmspec.metrics.classifier import ClassifierConfig, ShapesClassifier
@@ -39,7 +39,8 @@ from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
 
 # LPD's evaluation scripts: linear CFG schedule, temperature 1
 FAMILY_SAMPLING = dict(guidance_scale=4.0)
-INDEX_KEYS = ("_class_name", "transformer", "vqvae", "classifier", "class_names", "default_sampling", "repulsion")
+INDEX_KEYS = ("_class_name", "transformer", "vqvae", "classifier", "class_names", "default_sampling", "repulsion",
+              "guidance_schedule")
 
 
 class LPDPipeline(TokenImagePipeline):
@@ -51,6 +52,8 @@ class LPDPipeline(TokenImagePipeline):
         class_names (`list[str]`, *optional*): one name per class.
         default_sampling (`dict`, *optional*): sampling defaults saved with the model.
         repulsion (`int`, *optional*, defaults to 1): the order's repulsion distance by default.
+        guidance_schedule (`str`, *optional*, defaults to "linear"): how guidance grows along
+            the order by default: LPD's "linear", or "constant".
         metadata (`dict`, *optional*): other `model_index.json` entries, kept on saving.
     """
 
@@ -61,7 +64,7 @@ class LPDPipeline(TokenImagePipeline):
 
     def __init__(self, transformer: LPD, vqvae: LlamaGenVQ, classifier: ShapesClassifier | None = None,
                  class_names: list[str] | None = None, default_sampling: dict | None = None, repulsion: int = 1,
-                 metadata: dict | None = None):
+                 metadata: dict | None = None, guidance_schedule: str = "linear"):
         super().__init__()
         self.register_modules(transformer=transformer, vqvae=vqvae, classifier=classifier)
         if class_names is not None and len(class_names) != transformer.config.class_num:
@@ -70,6 +73,7 @@ class LPDPipeline(TokenImagePipeline):
         self._saved_sampling = dict(default_sampling or {})
         self._default_sampling = resolve_sampling(FAMILY_SAMPLING, self._saved_sampling)
         self.repulsion = repulsion
+        self.guidance_schedule = check_guidance_schedule(guidance_schedule)
         self.metadata = dict(metadata or {})
 
     @property
@@ -121,7 +125,7 @@ class LPDPipeline(TokenImagePipeline):
             classifier = load_module(root / "classifier", ShapesClassifier, ClassifierConfig, "Shapes classifier")
         metadata = {k: v for k, v in index.items() if k not in INDEX_KEYS}
         pipe = cls(transformer, vqvae, classifier, index.get("class_names"), index.get("default_sampling"),
-                   index.get("repulsion", 1), metadata)
+                   index.get("repulsion", 1), metadata, index.get("guidance_schedule", "linear"))
         return pipe if dtype is None else pipe.to(dtype)
 
     def save_pretrained(self, save_directory: str | Path, **kwargs) -> None:
@@ -137,6 +141,7 @@ class LPDPipeline(TokenImagePipeline):
             "class_names": self._class_names,
             "default_sampling": self._saved_sampling,
             "repulsion": self.repulsion,
+            "guidance_schedule": self.guidance_schedule,
             **self.metadata,
         })
 
@@ -152,7 +157,7 @@ class LPDPipeline(TokenImagePipeline):
         temperature: float | None = None,
         top_k: int | None = None,
         top_p: float | None = None,
-        guidance_schedule: str = "linear",
+        guidance_schedule: str | None = None,
         repulsion: int | None = None,
         num_images_per_prompt: int = 1,
         generator: torch.Generator | list[torch.Generator] | None = None,
@@ -170,7 +175,7 @@ class LPDPipeline(TokenImagePipeline):
                 "lpd-32" or "ar" (one cell per forward), as the CLI and benchmarks name them.
             guidance_scale (`float`, *optional*): the final CFG scale of the schedule.
             temperature, top_k, top_p (*optional*): sampling; default to the saved sampling.
-            guidance_schedule (`str`, *optional*, defaults to "linear"): LPD's linear growth
+            guidance_schedule (`str`, *optional*): the pipeline's by default; LPD's linear growth
                 of guidance along the order, or "constant".
             repulsion (`int`, *optional*): the order's repulsion distance (the pipeline's by default).
             num_images_per_prompt (`int`, *optional*, defaults to 1): images per label.
@@ -197,7 +202,7 @@ class LPDPipeline(TokenImagePipeline):
         with self.progress_bar(total=len(labels) * T) as bar:
             for run_labels, run_generator in runs:
                 started = time.perf_counter()
-                out = generate_lpd(self.transformer, run_labels, order, sampling, run_generator, guidance_schedule=guidance_schedule)
+                out = generate_lpd(self.transformer, run_labels, order, sampling, run_generator, guidance_schedule=guidance_schedule or self.guidance_schedule)
                 run_stats = DecodeStats(decoding.describe(), decoding.exact, out.forward_passes, out.tokens.numel(),
                                         time.perf_counter() - started, out.step_of_cell)
                 tokens.append(out.tokens)

@@ -40,6 +40,20 @@ def test_generators_make_calls_reproducible_and_per_image(pipe):
     assert torch.equal(a.images[1], b.images[0])
 
 
+def test_the_saved_guidance_schedule_is_the_default_of_a_call(pipe, tmp_path):
+    constant = LPDPipeline(pipe.transformer, pipe.vqvae, default_sampling={"guidance_scale": 3.0}, guidance_schedule="constant")
+    constant.save_pretrained(tmp_path)
+    loaded = load_pipeline(tmp_path)
+    assert loaded.guidance_schedule == "constant" and pipe.guidance_schedule == "linear"
+    g = lambda: torch.Generator().manual_seed(3)  # noqa: E731
+    tokens = {s: pipe(1, guidance_schedule=s, generator=g(), output_type="tokens").images for s in ("linear", "constant")}
+    assert not torch.equal(tokens["linear"], tokens["constant"])
+    assert torch.equal(loaded(1, generator=g(), output_type="tokens").images, tokens["constant"])
+    assert torch.equal(pipe(1, generator=g(), output_type="tokens").images, tokens["linear"])
+    with pytest.raises(ValueError, match="unknown guidance schedule 'cosine'"):
+        LPDPipeline(pipe.transformer, pipe.vqvae, guidance_schedule="cosine")
+
+
 def test_save_and_load_round_trip(pipe, tmp_path):
     pipe.save_pretrained(tmp_path)
     loaded = load_pipeline(tmp_path)
