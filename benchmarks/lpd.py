@@ -23,11 +23,10 @@ from PIL import Image
 
 from mmspec.assets import DEFAULT_ASSETS, LPD_ASSETS, load_classifier
 from mmspec.batch import atomic_write
-from mmspec.bench import environment, report, run_methods
+from mmspec.bench import environment, report, run_methods, score_images
 from mmspec.datasets.shapes import load_split
 from mmspec.decoding.config import DecodingConfig
 from mmspec.images import commit_heatmap, image_grid, label_rows, to_pil
-from mmspec.metrics.quality import evaluate_images
 from mmspec.pipelines import load_pipeline
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,9 +78,7 @@ def main() -> None:
     for r in lpd_results:
         r.method = f"LPD {r.method}"
     results += lpd_results
-    for r in results:
-        r.quality = evaluate_images(r.images, labels, real, classifier)
-        print(f"{r.method}: {r.mean_forwards:.1f} forwards, {r.wall_time_s:.1f} s, accuracy {r.quality['class_accuracy']:.3f}", flush=True)
+    score_images(results, labels, real, classifier)
     meta = {
         "description": (f"Shipped raster model (mmspec/assets/default) and shipped LPD model (mmspec/assets/lpd), "
                         f"{args.per_class} images x {len(raster.class_names)} classes per row, the same (class, seed) list, "

@@ -22,12 +22,11 @@ from pathlib import Path
 import torch
 
 from mmspec.assets import DEFAULT_ASSETS, load_classifier
-from mmspec.bench import MethodResult, environment, report, run_methods
+from mmspec.bench import MethodResult, environment, report, run_methods, score_images
 from mmspec.core.contracts import GuidedLogits
 from mmspec.core.sampling import SamplingConfig, sample, target_probs
 from mmspec.datasets.shapes import load_split
 from mmspec.decoding.orders import LocalityOrder
-from mmspec.metrics.quality import evaluate_images
 from mmspec.pipelines import load_pipeline
 
 STEPS = (20, 32, 256)
@@ -74,9 +73,7 @@ def main() -> None:
         images = raster.vqvae.decode(torch.cat(codes))
         results.append(MethodResult(f"locality order, {steps} steps", False, images, [steps] * len(labels), seconds))
     classifier, (real, _) = load_classifier(), load_split("heldout", len(labels))
-    for r in results:
-        r.quality = evaluate_images(r.images, labels, real, classifier)
-        print(f"{r.method}: {r.mean_forwards:.0f} forwards, {r.wall_time_s:.1f} s, accuracy {r.quality['class_accuracy']:.3f}", flush=True)
+    score_images(results, labels, real, classifier)
     meta = {
         "description": (f"The shipped raster model decoded in LPD's locality-aware order (Jacobi drafts for the cells not yet "
                         f"committed, one full forward per group) against its raster AR, {args.per_class} images x "

@@ -67,6 +67,16 @@ def run_methods(
     return results
 
 
+def score_images(results: list[MethodResult], labels: torch.Tensor, real: torch.Tensor, classifier) -> None:
+    """Sets each result's class accuracy and feature-FID against `real` images
+    (`mmspec.metrics.quality.evaluate_images`) and prints one line per method."""
+    from mmspec.metrics.quality import evaluate_images
+
+    for r in results:
+        r.quality = evaluate_images(r.images, labels, real, classifier)
+        print(f"{r.method}: {r.mean_forwards:.1f} forwards, {r.wall_time_s:.1f} s, accuracy {r.quality['class_accuracy']:.3f}", flush=True)
+
+
 def environment() -> dict:
     import diffusers
     import transformers
