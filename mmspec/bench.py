@@ -19,6 +19,7 @@ from PIL import Image, ImageDraw
 
 from mmspec.batch import atomic_write
 from mmspec.decoding.config import DecodingConfig
+from mmspec.metrics.quality import evaluate_images
 
 
 @dataclass
@@ -70,8 +71,6 @@ def run_methods(
 def score_images(results: list[MethodResult], labels: torch.Tensor, real: torch.Tensor, classifier) -> None:
     """Sets each result's class accuracy and feature-FID against `real` images
     (`mmspec.metrics.quality.evaluate_images`) and prints one line per method."""
-    from mmspec.metrics.quality import evaluate_images
-
     for r in results:
         r.quality = evaluate_images(r.images, labels, real, classifier)
         print(f"{r.method}: {r.mean_forwards:.1f} forwards, {r.wall_time_s:.1f} s, accuracy {r.quality['class_accuracy']:.3f}", flush=True)

@@ -28,6 +28,7 @@ from train_default_model import Stage, encode_tokens
 
 from mmspec.assets import DEFAULT_ASSETS, LPD_ASSETS
 from mmspec.datasets.shapes import CLASS_NAMES, NUM_CLASSES, load_split
+from mmspec.decoding.lpd import GUIDANCE_SCHEDULES
 from mmspec.decoding.orders import GROUP_SIZES, ramp_group_sizes
 from mmspec.models.lpd import LPD, LPDConfig
 from mmspec.pipelines import load_pipeline
@@ -102,7 +103,7 @@ def main() -> None:
                         help="the training forward: bfloat16 autocast or float32 (default bf16)")
     parser.add_argument("--stages", default="tokens,lpd,export", help="comma-separated stages to run, in order (default: all)")
     parser.add_argument("--guidance-scale", type=float, default=4.0, help="default CFG scale written to model_index.json (default 4.0)")
-    parser.add_argument("--guidance-schedule", choices=("linear", "constant"), default="constant",
+    parser.add_argument("--guidance-schedule", choices=GUIDANCE_SCHEDULES, default="constant",
                         help="default growth of guidance along the order, written to model_index.json (default constant)")
     args = parser.parse_args()
     stages = args.stages.split(",")
@@ -118,6 +119,7 @@ def main() -> None:
     model = None
     if {"lpd", "export"} & set(stages):
         model = train_lpd(work, args.seed, tokens, labels, args.steps, args.precision)
+    if "lpd" in stages:
         images, heldout_labels = load_split("heldout", LOSS_IMAGES)
         with torch.no_grad():
             heldout = torch.cat([vq.encode(b) for b in images.split(100)])
