@@ -35,6 +35,7 @@ import argparse
 import json
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -148,13 +149,25 @@ class Stage:
         self.model.eval()
 
 
-def train_vq(work: Path, seed: int) -> LlamaGenVQ:
+def edge_weights(x: torch.Tensor, edge_weight: float) -> torch.Tensor:
+    """Per-pixel loss weights `[B, 1, H, W]`: 1 + `edge_weight` x the image's local contrast
+    (the largest channel difference to the right or below, clamped to 1), so that a small
+    object's outline counts beside the background's many smooth pixels."""
+    dx = F.pad((x[..., :, 1:] - x[..., :, :-1]).abs(), (0, 1, 0, 0))
+    dy = F.pad((x[..., 1:, :] - x[..., :-1, :]).abs(), (0, 0, 0, 1))
+    return 1 + edge_weight * torch.maximum(dx, dy).amax(1, keepdim=True).clamp(max=1.0)
+
+
+def train_vq(work: Path, seed: int, load_images: Callable[[], torch.Tensor], edge_weight: float = 0.0) -> LlamaGenVQ:
+    """The VQ on random crops of `load_images()` (`[N, 3, H, W]` in [-1, 1]), called only
+    when the stage has steps left; the video script trains its frame VQ with it too, with
+    an `edge_weight` (`edge_weights`) on its reconstruction loss."""
     torch.manual_seed(seed)
     vq = LlamaGenVQ(VQ_CONFIG)
     stage = Stage("vq", work, vq, VQ_LR, seed, weight_decay=0.0)
     if stage.step >= VQ_STEPS:
         return vq.eval()
-    images, _ = load_split("train", VQ_IMAGES)
+    images = load_images()
     V = VQ_CONFIG.codebook_size
     usage = stage.extra.setdefault("usage", torch.zeros(V))  # uses since the last restart
 
@@ -166,7 +179,8 @@ def train_vq(work: Path, seed: int) -> LlamaGenVQ:
         codes, z_q = vq.quantize_latent(z)
         with bf16():
             recon = vq.decode_latent(z + (z_q - z).detach()).float()  # straight-through estimator
-        rec = (recon - x).abs().mean() + (recon - x).pow(2).mean()
+        w = edge_weights(x, edge_weight)
+        rec = (w * ((recon - x).abs() + (recon - x).pow(2))).mean() / w.mean()
         codebook_loss = (z_q - z.detach()).pow(2).mean()
         commit = VQ_CONFIG.commit_loss_beta * (z_q.detach() - z).pow(2).mean()
         loss = rec + codebook_loss + commit
@@ -340,7 +354,7 @@ def main() -> None:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    vq = train_vq(work, args.seed)
+    vq = train_vq(work, args.seed, lambda: load_split("train", VQ_IMAGES)[0])
     tokens, labels = encode_tokens(work, vq, args.gpt_images)
     gpt = train_gpt(work, args.seed, tokens, labels, args.gpt_steps, compile=not args.no_compile)
     vq = finetune_vq_decoder(work, args.seed, vq)

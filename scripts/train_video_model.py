@@ -3,9 +3,12 @@
 Stages, each checkpointing to the work directory and resuming from there on a rerun
 (the resumable `Stage` loop of `train_default_model.py`):
 
-1. `tokens`: Moving Shapes training videos (`mmspec.datasets.moving_shapes`), each frame
-   encoded by the shipped image VQ (`mmspec/assets/default/vqvae`: 32x32 -> 8x8 codes),
-   saved as it goes; then the first frames alone of further training videos.
+0. `vq`: a frame VQ, the image VQ's architecture and recipe (`train_default_model.train_vq`:
+   32x32 -> 8x8 codes of 4x4 pixels) trained on the frames of Moving Shapes training
+   videos (`mmspec.datasets.moving_shapes`). The shipped image VQ, trained on 64x64
+   images, blurs a cross's 3-pixel arms into a blob that rotates like a square.
+1. `tokens`: training videos, each frame encoded by the frame VQ, saved as it goes; then
+   the first frames alone of further training videos.
 2. `classifier`: the video judge (`mmspec.metrics.video.VideoClassifier`) on real videos,
    with a shift, colour and noise augmentation shared by the frames of a video.
 3. `gpt`: a class-conditional `VideoLlamaGen` (3-D RoPE) on the frame tokens, labels
@@ -31,15 +34,14 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
-from train_default_model import Stage
+from train_default_model import Stage, train_vq
 
-from mmspec.assets import DEFAULT_ASSETS, VIDEO_ASSETS
+from mmspec.assets import VIDEO_ASSETS
 from mmspec.batch import atomic_write
 from mmspec.datasets.moving_shapes import CLASS_NAMES, FRAME_SIZE, NUM_CLASSES, NUM_FRAMES, load_split
 from mmspec.metrics.video import VideoClassifier, VideoClassifierConfig
 from mmspec.models.video_llamagen import VideoLlamaGen, VideoLlamaGenConfig
-from mmspec.pipelines.pipeline_utils import read_json
-from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
+from mmspec.tokenizers.llamagen_vq import LlamaGenVQ
 
 GPT_CONFIG = VideoLlamaGenConfig(
     dim=128, n_layer=6, n_head=2, multiple_of=64,  # head dim 64: 12 rotated pairs for the frame, 10 each for row and col
@@ -52,11 +54,14 @@ GPT_VIDEOS, GPT_STEPS, GPT_BATCH, GPT_LR = 16000, 8500, 8, 2e-3
 FIRST_FRAMES, FRAME_BATCH = 48000, 32  # first frames of the videos after the GPT's, per step
 TOKEN_CHUNK = 500  # videos rendered and encoded at a time
 CLF_VIDEOS, CLF_STEPS, CLF_BATCH, CLF_LR = 8000, 1200, 32, 2e-3
+VQ_VIDEOS, VQ_FIRST_VIDEO = 4000, GPT_VIDEOS + FIRST_FRAMES  # 32,000 frames
+VQ_EDGE_WEIGHT = 8.0  # without it the frame VQ spent its codes on backgrounds and drew objects as blobs
 
 
-def load_vq() -> LlamaGenVQ:
-    folder = DEFAULT_ASSETS / "vqvae"
-    return LlamaGenVQ.from_checkpoint(folder / "model.safetensors", VQConfig.from_dict(read_json(folder / "config.json", "VQ config")))
+def vq_frames() -> torch.Tensor:
+    """Every frame `[VQ_VIDEOS * F, 3, 32, 32]` of the training videos after those the GPT
+    and its first frames use."""
+    return load_split("train", VQ_VIDEOS, start=VQ_FIRST_VIDEO)[0].flatten(0, 1)
 
 
 @torch.no_grad()
@@ -170,20 +175,20 @@ def main() -> None:
     parser.add_argument("--no-compile", action="store_true", help="train the GPT eagerly, without torch.compile")
     parser.add_argument("--gpt-steps", type=int, default=GPT_STEPS, help=f"GPT training steps (default {GPT_STEPS})")
     parser.add_argument("--gpt-videos", type=int, default=GPT_VIDEOS, help=f"training videos the GPT sees (default {GPT_VIDEOS})")
-    parser.add_argument("--stages", default="tokens,classifier,gpt,export",
+    parser.add_argument("--stages", default="vq,tokens,classifier,gpt,export",
                         help="comma-separated stages to run, in order (default: all); e.g. 'classifier' alone")
     parser.add_argument("--guidance-scale", type=float, default=2.0,  # 3.0 overshot: see docs/video.md
                         help="default CFG scale written to model_index.json (default 2.0)")
     args = parser.parse_args()
     stages = args.stages.split(",")
-    unknown = set(stages) - {"tokens", "classifier", "gpt", "export"}
+    unknown = set(stages) - {"vq", "tokens", "classifier", "gpt", "export"}
     if unknown or args.gpt_steps < 1 or args.gpt_videos < 1:
         parser.error(f"unknown stages {sorted(unknown)} or non-positive --gpt-steps/--gpt-videos")
     torch.set_num_threads(args.threads)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    vq = load_vq().eval()
+    vq = train_vq(work, args.seed, vq_frames, VQ_EDGE_WEIGHT).eval() if {"vq", "tokens", "gpt", "export"} & set(stages) else None
     clf = train_classifier(work, args.seed) if "classifier" in stages or "export" in stages else None
     gpt = None
     if {"tokens", "gpt", "export"} & set(stages):

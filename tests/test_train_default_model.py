@@ -1,6 +1,7 @@
 """The training script's resumability: the token stage continues an interrupted or shorter
 encoding, and a `Stage` checkpoint restores step, weights and generator state."""
 
+import pytest
 import torch
 
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ
@@ -44,3 +45,15 @@ def test_stage_checkpoint_round_trip(tmp_path):
     assert resumed.step == 3 and sorted(p.name for p in tmp_path.iterdir()) == ["probe.pt"]
     assert torch.equal(resumed.model.weight, model.weight)
     assert torch.equal(resumed.generator.get_state(), stage.generator.get_state())
+
+
+def test_edge_weights_single_out_outlines_and_leave_flat_images_alone():
+    script = load_script("train_default_model")
+    flat = torch.full((1, 3, 8, 8), 0.3)
+    assert torch.equal(script.edge_weights(flat, 8.0), torch.ones(1, 1, 8, 8))
+    square = flat.clone()
+    square[:, 0, 2:6, 2:6] = 0.9  # a red square: an outline 0.6 high in one channel
+    w = script.edge_weights(square, 8.0)
+    assert float(w[0, 0, 1, 2]) == float(w[0, 0, 2, 1]) == pytest.approx(1 + 8 * 0.6)  # above and left of the corner
+    assert w[0, 0, 3, 3] == 1 and w[0, 0, 0, 0] == 1  # inside and far outside: flat
+    assert torch.equal(script.edge_weights(square, 0.0), torch.ones(1, 1, 8, 8))  # the image VQ's recipe

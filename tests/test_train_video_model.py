@@ -1,18 +1,44 @@
-"""The video training script: its token cache continues where an interrupted run stopped,
-and the first frames it trains on alone are the videos' own first 64 tokens."""
+"""The video training script: its frame VQ trains on video frames and resumes without
+rendering them again, its token cache continues where an interrupted run stopped, and the
+first frames it trains on alone are the videos' own first 64 tokens."""
 
 import torch
 
+from mmspec.tokenizers.llamagen_vq import LlamaGenVQ
 from tests.training_scripts import load_script
 
 
 def test_token_cache_continues_and_first_frames_are_video_prefixes(tmp_path, monkeypatch):
     script = load_script("train_video_model")
     monkeypatch.setattr(script, "TOKEN_CHUNK", 2)
-    vq = script.load_vq().eval()
+    torch.manual_seed(0)
+    vq = LlamaGenVQ(load_script("train_default_model").VQ_CONFIG).eval()  # random weights: codes need only be deterministic
     first, _ = script.encode_tokens(tmp_path / "tokens.pt", vq, 2, first=5)
     videos, labels = script.encode_tokens(tmp_path / "tokens.pt", vq, 3, first=5)  # continues after 2
     assert videos.shape == (3, script.GPT_CONFIG.block_size) and torch.equal(videos[:2], first)
     assert labels.tolist() == [5, 6, 7]
     frames, frame_labels = script.encode_tokens(tmp_path / "frames.pt", vq, 3, first=5, frames=1)
     assert frames.shape == (3, 64) and torch.equal(frames, videos[:, :64]) and torch.equal(frame_labels, labels)
+
+
+def test_frame_vq_trains_on_every_frame_and_resumes_without_loading_them(tmp_path, monkeypatch):
+    script = load_script("train_video_model")
+    trainer = script.train_vq.__globals__  # train_default_model's namespace, where train_vq reads its settings
+    monkeypatch.setitem(trainer, "VQ_STEPS", 2)
+    monkeypatch.setitem(trainer, "VQ_BATCH", 4)
+    monkeypatch.setattr(script, "VQ_VIDEOS", 3)
+    frames = script.vq_frames()
+    assert frames.shape == (3 * script.NUM_FRAMES, 3, 32, 32) and frames.min() >= -1 and frames.max() <= 1
+    calls = []
+
+    def load():
+        calls.append(1)
+        return frames
+
+    trained = script.train_vq(tmp_path, 0, load)
+    assert calls == [1] and sorted(p.name for p in tmp_path.iterdir()) == ["vq.pt"]
+    resumed = script.train_vq(tmp_path, 0, load)  # the stage is done: no frames rendered again
+    assert calls == [1]
+    assert all(torch.equal(a, b) for a, b in zip(trained.state_dict().values(), resumed.state_dict().values()))
+    codes = resumed.encode(frames[:2])
+    assert codes.shape == (2, 64) and codes.max() < resumed.config.codebook_size

@@ -3,9 +3,9 @@
 Eight classes of (shape, motion) (`CLASS_NAMES`): a flat-coloured circle, square,
 triangle or cross that translates, grows, rotates or changes colour over `NUM_FRAMES`
 frames of 32x32 RGB, in front of a static background (a gentle two-colour gradient with
-frozen faint noise). The shipped image VQ turns each frame into 8x8 tokens. Every shape
-appears with two motions and every motion but one with two shapes, so a classifier (and
-the generator) must get both the shape and the motion right.
+frozen faint noise). The shipped video model's frame VQ turns each frame into 8x8 tokens.
+Every shape appears with two motions and every motion but one with two shapes, so a
+classifier (and the generator) must get both the shape and the motion right.
 
 The background never moves: most tokens of a frame repeat those of the frame before,
 which is what previous-frame drafts exploit, and what a video model is expected to learn.
@@ -40,6 +40,9 @@ NUM_FRAMES = 8
 FRAME_SIZE = 32
 CHUNK = 1000  # videos per seed
 SPLIT_SEEDS = {"train": 0, "heldout": 1_000_000}
+# Crosses are drawn 1.3x larger, arms 4.5 to 6.4 pixels wide: at 4x4 pixels a token, thinner
+# arms come back from the VQ as a blob that rotates like a square.
+CROSS_SCALE = 1.3
 
 _xy = np.arange(FRAME_SIZE, dtype=np.float32) + 0.5  # pixel centres
 Y = _xy[None, None, :, None]  # [1, 1, H, 1]
@@ -94,7 +97,7 @@ def _sdf(shape: str, u: np.ndarray, v: np.ndarray, size: np.ndarray) -> np.ndarr
         edges = [u * np.cos(b) + v * np.sin(b) for b in (np.pi / 2, np.pi / 2 + 2 * np.pi / 3, np.pi / 2 + 4 * np.pi / 3)]
         return np.maximum.reduce(edges) - size / 2
     if shape == "cross":
-        half_width = size * 0.3
+        half_width = size * 0.35
         bar1 = np.maximum(np.abs(u) - size, np.abs(v) - half_width)
         bar2 = np.maximum(np.abs(u) - half_width, np.abs(v) - size)
         return np.minimum(bar1, bar2)
@@ -116,7 +119,7 @@ def _render_class(label: int, rng, n: int) -> np.ndarray:
     """`n` videos `[n, F, 3, H, W]` in [0, 1] of one class."""
     shape, motion = CLASSES[label]
     background, bg_mean = _background(rng, n)
-    size = _col(rng.uniform(5.0, 7.0, n))
+    size = _col(rng.uniform(5.0, 7.0, n)) * (CROSS_SCALE if shape == "cross" else 1.0)
     if motion == "grow":
         size = _col(rng.uniform(2.5, 3.5, n)) + _col(rng.uniform(1.0, 1.3, n)) * STEPS  # [n, F, 1, 1]
     cx, cy = _trajectory(rng, n, motion, reach=float(size.max()) if motion != "grow" else 12.0)

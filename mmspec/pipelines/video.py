@@ -1,7 +1,7 @@
-"""VideoPipeline: a class-conditional video LlamaGen over frames of image-VQ tokens.
+"""VideoPipeline: a class-conditional video LlamaGen over frames of VQ tokens.
 
 The sequence is `frames` grids of tokens in (frame, row, col) order (`VideoLlamaGen`);
-each frame is decoded by the image VQ. Every decoding method of `mmspec.decoding` runs on
+each frame is decoded by a LlamaGen VQ. Every decoding method of `mmspec.decoding` runs on
 it; video adds the previous-frame drafter (`DecodingConfig(init="previous-frame")`) and
 the frame schedule (`DecodingConfig(schedule=Frames(rows=2))`).
 
@@ -70,7 +70,7 @@ class VideoPipelineOutput(BaseOutput):
 
 
 class VideoPipeline(TokenImagePipeline):
-    """Video LlamaGen (`transformer`) + image VQ (`vqvae`, applied to every frame), and
+    """Video LlamaGen (`transformer`) + LlamaGen VQ (`vqvae`, applied to every frame), and
     optionally the video classifier that judges the shipped model's videos.
 
     `token_grid` is `(frames * rows, cols)`, so `sequence_length` counts every token of a
