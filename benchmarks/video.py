@@ -5,8 +5,8 @@ drafts, and ZipAR and the frame schedule alone and with MC-SJD.
 Every method decodes the same (class, seed) list, one video per call (batch 1), in one
 run with `torch.set_num_threads(1)`. Beside the table: the same measures on held-out real
 videos and on their VQ reconstructions (the ceiling the tokenizer allows), a strip of
-frames per class (`docs/video_strips.png`) and commit-order heatmaps per frame
-(`docs/video_commit_heatmaps.png`).
+frames per class of real, AR and MC-SJD videos (`docs/video_strips_{real,ar,mc_sjd_previous_frame}.png`)
+and commit-order heatmaps per frame (`docs/video_commit_heatmaps.png`).
 
     PYTHONPATH=. python benchmarks/video.py                 # ~20 min on one CPU thread
     PYTHONPATH=. python benchmarks/video.py --per-class 1   # a quick look
@@ -121,6 +121,7 @@ def main() -> None:
     real, real_labels = load_split("heldout", len(items))
     real_tokens = torch.cat([pipe.vqvae.encode(v) for v in real]).view(len(items), F, rows, -1)
     recon = pipe.decode_frames(real_tokens.flatten(1))
+    strips(pipe, real, real_labels, Path(args.docs) / "video_strips_real.png")
     reference = {"real videos": evaluate_videos(real, real_labels, pipe.classifier, real_tokens),
                  "real videos through the VQ": evaluate_videos(recon, real_labels, pipe.classifier, real_tokens)}
     heatmap_figure(heat_rows, pipe, Path(args.docs) / "video_commit_heatmaps.png")
