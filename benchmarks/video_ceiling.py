@@ -29,11 +29,8 @@ PICTURE_CLASSES = ("cross rotate", "cross rotate", "square rotate", "cross up")
 
 @torch.no_grad()
 def through_vq(vq: LlamaGenVQ, videos: torch.Tensor) -> torch.Tensor:
-    """`videos [N, F, 3, H, W]` encoded and decoded frame by frame (4x4 pixels a code)."""
-    frames = videos.flatten(0, 1)
-    grid = (frames.shape[-2] // 4, frames.shape[-1] // 4)
-    recon = torch.cat([vq.decode(vq.encode(f), grid) for f in frames.split(400)])
-    return recon.view(videos.shape)
+    """`videos [N, F, 3, H, W]` (square frames) encoded and decoded frame by frame."""
+    return torch.cat([vq.decode(vq.encode(f)) for f in videos.flatten(0, 1).split(400)]).view(videos.shape)
 
 
 def psnr(recon: torch.Tensor, real: torch.Tensor) -> float:
