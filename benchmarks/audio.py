@@ -79,6 +79,7 @@ def spectrogram_sheet(pipe: SpeechPipeline, results: list[MethodResult], per_wor
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pipeline", default=str(SPEECH_ASSETS), help="a saved speech pipeline (default: the shipped one)")
     parser.add_argument("--per-word", type=int, default=10, help="clips per word (default 10)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
@@ -88,7 +89,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    pipe = SpeechPipeline.from_pretrained(SPEECH_ASSETS)
+    pipe = SpeechPipeline.from_pretrained(args.pipeline)
     pipe.set_progress_bar_config(disable=True)
     words = [w for w in pipe.words for _ in range(args.per_word)]
     clip_s = pipe.max_duration_s
@@ -101,9 +102,10 @@ def main() -> None:
         results.append(result)
         bar.set_postfix(method=result.method, acc=f"{acc:.2f}")
     bar.close()
+    shown = "Shipped speech (mmspec/assets/speech)" if Path(args.pipeline) == SPEECH_ASSETS else f"Speech ({args.pipeline})"
     meta = {
         "description": (
-            f"Shipped speech model (mmspec/assets/speech), {args.per_word} clips x {len(pipe.words)} words per method, "
+            f"{shown} model, {args.per_word} clips x {len(pipe.words)} words per method, "
             f"{clip_s:.3f} s each ({pipe.steps_for(None)} decoder steps of {pipe.codebooks} codebooks), batch 1, "
             f"default sampling {pipe.default_sampling}. Window 16; random first drafts unless init= says otherwise "
             f"(previous-step: copy each codebook's token from the step before); pcg groups as `PCGRule`'s defaults. "

@@ -41,6 +41,7 @@ from mmspec.batch import atomic_write
 from mmspec.datasets.moving_shapes import CLASS_NAMES, FRAME_SIZE, NUM_CLASSES, NUM_FRAMES, load_split
 from mmspec.metrics.video import VideoClassifier, VideoClassifierConfig
 from mmspec.models.video_llamagen import VideoLlamaGen, VideoLlamaGenConfig
+from mmspec.pipelines.video import VideoPipeline
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ
 
 GPT_CONFIG = VideoLlamaGenConfig(
@@ -86,12 +87,16 @@ def encode_tokens(path: Path, vq: LlamaGenVQ, n_videos: int, first: int = 0,
 
 
 def train_gpt(work: Path, seed: int, videos: tuple[torch.Tensor, torch.Tensor], first_frames: tuple[torch.Tensor, torch.Tensor],
-              steps: int, precision: str, compile: bool) -> VideoLlamaGen:
+              steps: int, precision: str, compile: bool, peak_lr: float = GPT_LR,
+              init: VideoLlamaGen | None = None) -> VideoLlamaGen:
     """Each step: `GPT_BATCH` videos and `FRAME_BATCH` first frames, one loss over all their
-    tokens. `videos` and `first_frames` are (tokens, labels) pairs."""
+    tokens. `videos` and `first_frames` are (tokens, labels) pairs. With `init`, training
+    starts from its weights, with a fresh optimizer and learning-rate schedule."""
     torch.manual_seed(seed + 1)
     gpt = VideoLlamaGen(GPT_CONFIG)
-    stage = Stage("gpt", work, gpt, GPT_LR, seed + 1, weight_decay=0.05)
+    if init is not None:
+        gpt.load_state_dict(init.state_dict())
+    stage = Stage("gpt", work, gpt, peak_lr, seed + 1, weight_decay=0.05)
     forward = torch.compile(gpt) if compile else gpt
 
     def batch(tokens: torch.Tensor, labels: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -111,7 +116,7 @@ def train_gpt(work: Path, seed: int, videos: tuple[torch.Tensor, torch.Tensor], 
         return {"loss": loss.item()}
 
     if stage.step < steps:
-        stage.run(steps, GPT_LR, warmup=200, step_fn=step)
+        stage.run(steps, peak_lr, warmup=200, step_fn=step)
     return gpt.eval()
 
 
@@ -155,11 +160,9 @@ def train_classifier(work: Path, seed: int) -> VideoClassifier:
     return clf
 
 
-def export(assets: Path, gpt: VideoLlamaGen, vq: LlamaGenVQ, clf: VideoClassifier, sampling: dict, seed: int) -> None:
-    from mmspec.pipelines.video import VideoPipeline
-
+def export(assets: Path, gpt: VideoLlamaGen, vq: LlamaGenVQ, clf: VideoClassifier, sampling: dict, training: dict) -> None:
     metadata = {"fps": 8, "frame_size": FRAME_SIZE,
-                "training": {"script": "scripts/train_video_model.py", "seed": seed, "dataset": "mmspec.datasets.moving_shapes"}}
+                "training": {"script": "scripts/train_video_model.py", "dataset": "mmspec.datasets.moving_shapes", **training}}
     pipe = VideoPipeline(gpt, vq, classifier=clf, class_names=list(CLASS_NAMES), default_sampling=sampling, metadata=metadata)
     pipe.save_pretrained(assets)
 
@@ -175,6 +178,10 @@ def main() -> None:
     parser.add_argument("--no-compile", action="store_true", help="train the GPT eagerly, without torch.compile")
     parser.add_argument("--gpt-steps", type=int, default=GPT_STEPS, help=f"GPT training steps (default {GPT_STEPS})")
     parser.add_argument("--gpt-videos", type=int, default=GPT_VIDEOS, help=f"training videos the GPT sees (default {GPT_VIDEOS})")
+    parser.add_argument("--gpt-lr", type=float, default=GPT_LR, help=f"the GPT's peak learning rate (default {GPT_LR})")
+    parser.add_argument("--init-from", metavar="FOLDER",
+                        help="continue training a saved video pipeline: its VQ and classifier are kept, its GPT is the "
+                             "starting point of the gpt stage (fresh optimizer and schedule)")
     parser.add_argument("--stages", default="vq,tokens,classifier,gpt,export",
                         help="comma-separated stages to run, in order (default: all); e.g. 'classifier' alone")
     parser.add_argument("--guidance-scale", type=float, default=2.0,  # 3.0 overshot: see docs/video.md
@@ -188,20 +195,27 @@ def main() -> None:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    vq = train_vq(work, args.seed, vq_frames, VQ_EDGE_WEIGHT).eval() if {"vq", "tokens", "gpt", "export"} & set(stages) else None
-    clf = train_classifier(work, args.seed) if "classifier" in stages or "export" in stages else None
+    init = VideoPipeline.from_pretrained(args.init_from) if args.init_from else None
+    if init is not None:
+        vq, clf = init.vqvae.eval(), init.classifier
+    else:
+        vq = train_vq(work, args.seed, vq_frames, VQ_EDGE_WEIGHT).eval() if {"vq", "tokens", "gpt", "export"} & set(stages) else None
+        clf = train_classifier(work, args.seed) if "classifier" in stages or "export" in stages else None
     gpt = None
     if {"tokens", "gpt", "export"} & set(stages):
         videos = encode_tokens(work / "tokens.pt", vq, args.gpt_videos)
         first_frames = encode_tokens(work / "first-frames.pt", vq, FIRST_FRAMES, first=args.gpt_videos, frames=1)
         if "gpt" in stages or "export" in stages:
-            gpt = train_gpt(work, args.seed, videos, first_frames, args.gpt_steps, args.precision, not args.no_compile)
+            gpt = train_gpt(work, args.seed, videos, first_frames, args.gpt_steps, args.precision, not args.no_compile,
+                            args.gpt_lr, init.transformer if init is not None else None)
             held, held_labels = load_split("heldout", 200)
             print(f"[gpt] loss (nats a token): 200 training videos {token_loss(gpt, videos[0][:200], videos[1][:200]):.3f}, "
                   f"200 held-out videos {token_loss(gpt, encode_videos(vq, held), held_labels):.3f}")
     if "export" in stages:
         sampling = {"guidance_scale": args.guidance_scale, "temperature": 1.0, "top_k": 0, "top_p": 1.0}
-        export(Path(args.assets), gpt, vq, clf, sampling, args.seed)
+        training = {"seed": args.seed, "gpt_steps": args.gpt_steps, "gpt_videos": args.gpt_videos, "gpt_lr": args.gpt_lr,
+                    **({"continued_from": init.metadata.get("training")} if init is not None else {})}
+        export(Path(args.assets), gpt, vq, clf, sampling, training)
         print(f"exported to {args.assets}")
     print(f"done after {time.perf_counter() - started:.0f} s in this run")
 

@@ -42,3 +42,30 @@ def test_frame_vq_trains_on_every_frame_and_resumes_without_loading_them(tmp_pat
     assert all(torch.equal(a, b) for a, b in zip(trained.state_dict().values(), resumed.state_dict().values()))
     codes = resumed.encode(frames[:2])
     assert codes.shape == (2, 64) and codes.max() < resumed.config.codebook_size
+
+
+def test_gpt_continues_from_init_weights_and_its_own_checkpoint_wins_on_resume(tmp_path, monkeypatch):
+    script = load_script("train_video_model")
+    tiny = script.VideoLlamaGenConfig(dim=32, n_layer=1, n_head=1, multiple_of=16, num_classes=script.NUM_CLASSES,
+                                      vocab_size=512, frames=2, block_size=128)
+    monkeypatch.setattr(script, "GPT_CONFIG", tiny)
+    monkeypatch.setattr(script, "GPT_BATCH", 2)
+    monkeypatch.setattr(script, "FRAME_BATCH", 2)
+    g = torch.Generator().manual_seed(0)
+    videos = (torch.randint(512, (4, 128), generator=g), torch.randint(script.NUM_CLASSES, (4,), generator=g))
+    first = (videos[0][:, :64], videos[1])
+
+    def weights(model):
+        return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+    torch.manual_seed(123)
+    init = script.VideoLlamaGen(tiny)
+    untouched = script.train_gpt(tmp_path / "a", 0, videos, first, 0, "fp32", False, init=init)
+    assert torch.equal(weights(untouched), weights(init))  # no steps: the init's weights, not a fresh model's
+    (tmp_path / "b").mkdir()
+    trained = script.train_gpt(tmp_path / "b", 0, videos, first, 1, "fp32", False, init=init)
+    moved = (weights(trained) - weights(init)).abs()
+    assert 0 < moved.max() < 0.05  # one small step away from the init
+    torch.manual_seed(7)
+    resumed = script.train_gpt(tmp_path / "b", 0, videos, first, 1, "fp32", False, init=script.VideoLlamaGen(tiny))
+    assert torch.equal(weights(resumed), weights(trained))  # the stage's checkpoint, not the new init
