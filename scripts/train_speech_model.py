@@ -51,6 +51,7 @@ DECODER_CONFIG = tf.MusicgenDecoderConfig(
     bos_token_id=CODEC_CONFIG.codebook_size, decoder_start_token_id=CODEC_CONFIG.codebook_size,
 )
 TRAIN_CLIPS, HELDOUT_CLIPS, CLIP_CHUNK = 2000, 300, 250
+LM_CLIPS = 40_000  # the decoder's clips: with the first 2000 alone it memorised them (held-out loss 10x training)
 LM_STEPS, LM_BATCH, LM_LR, NULL_WORD_PROB = 2000, 32, 2e-3, 0.1
 CLF_STEPS, CLF_BATCH, CLF_LR = 400, 32, 2e-3
 DEFAULT_SAMPLING = {"guidance_scale": 3.0}  # MusicGen's own recipe: CFG 3, temperature 1
@@ -67,6 +68,20 @@ def cached_clips(work: Path, split: str, n: int) -> tuple[torch.Tensor, torch.Te
         audio, labels = torch.cat([audio, a]), torch.cat([labels, y])
         atomic_write(path, lambda tmp: torch.save({"audio": audio, "labels": labels}, tmp))
     return audio[:n], labels[:n]
+
+
+def cached_codes(work: Path, codec: MelCodec, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Codes `[n, K, FRAMES]` of the first `n` training clips, made chunk by chunk and cached
+    in `work/codes-train.pt` (codes only: the clips themselves would take 68 KB each)."""
+    path = work / "codes-train.pt"
+    saved = torch.load(path, weights_only=True) if path.exists() else None
+    codes = saved["codes"] if saved else torch.zeros(0, codec.config.codebooks, FRAMES, dtype=torch.int16)
+    labels = saved["labels"] if saved else torch.zeros(0, dtype=torch.long)
+    for start in tqdm(range(len(labels), n, CLIP_CHUNK), desc="codes-train", unit="chunk"):
+        a, y = load_split("train", min(CLIP_CHUNK, n - start), start=start)
+        codes, labels = torch.cat([codes, codec.encode(a).to(torch.int16)]), torch.cat([labels, y])
+        atomic_write(path, lambda tmp: torch.save({"codes": codes, "labels": labels}, tmp))
+    return codes[:n].long(), labels[:n]
 
 
 def fit_codec(work: Path, audio: torch.Tensor, seed: int) -> MelCodec:
@@ -179,10 +194,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--lm-steps", type=int, default=LM_STEPS, help=f"decoder training steps (default {LM_STEPS})")
-    parser.add_argument("--train-clips", type=int, default=TRAIN_CLIPS, help=f"training clips (default {TRAIN_CLIPS})")
+    parser.add_argument("--train-clips", type=int, default=TRAIN_CLIPS,
+                        help=f"clips for the codec and the classifier (default {TRAIN_CLIPS})")
+    parser.add_argument("--lm-clips", type=int, default=LM_CLIPS, help=f"clips for the decoder (default {LM_CLIPS})")
     args = parser.parse_args()
-    if args.lm_steps < 1 or args.train_clips < 10:
-        parser.error(f"--lm-steps must be >= 1 and --train-clips >= 10, got {args.lm_steps} and {args.train_clips}")
+    if args.lm_steps < 1 or args.train_clips < 10 or args.lm_clips < 10:
+        parser.error(f"--lm-steps must be >= 1 and --train-clips, --lm-clips >= 10, "
+                     f"got {args.lm_steps}, {args.train_clips} and {args.lm_clips}")
     torch.set_num_threads(args.threads)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -193,8 +211,13 @@ def main() -> None:
     clf = train_classifier(work, args.seed, audio, labels)
     print(f"classifier accuracy: held-out clips {accuracy(clf, held_audio, held_labels):.3f}, "
           f"through the codec {accuracy(clf, codec.decode(codec.encode(held_audio[:200])), held_labels[:200]):.3f}")
-    steps_data = delayed_steps(torch.cat([codec.encode(a) for a in audio.split(250)]))
-    lm = train_lm(work, args.seed, steps_data, labels, args.lm_steps)
+    codes, code_labels = cached_codes(work, codec, args.lm_clips)
+    lm = train_lm(work, args.seed, delayed_steps(codes), code_labels, args.lm_steps)
+    with torch.no_grad():
+        no_null = torch.zeros(HELDOUT_CLIPS, dtype=torch.bool)
+        losses = [lm_loss(lm, delayed_steps(c), y, no_null).item()
+                  for c, y in ((codes[:HELDOUT_CLIPS], code_labels[:HELDOUT_CLIPS]), (codec.encode(held_audio), held_labels))]
+    print("decoder loss (nats a code): training clips {:.3f}, held-out clips {:.3f}".format(*losses))
     export(Path(args.assets), lm, codec, clf, args.seed)
     print(f"exported to {args.assets} after {time.perf_counter() - started:.0f} s in this run")
 

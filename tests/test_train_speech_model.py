@@ -37,3 +37,19 @@ def test_clip_cache_continues_an_interrupted_run(tmp_path, monkeypatch):
     audio, labels = script.cached_clips(tmp_path, "heldout", 3)
     assert torch.equal(audio[:2], first) and labels.tolist() == [0, 1, 2]
     assert len(torch.load(tmp_path / "clips-heldout.pt", weights_only=True)["labels"]) == 3
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is a Debian package (.ci/run installs it)")
+def test_code_cache_continues_an_interrupted_run_and_codes_the_clips(tmp_path, monkeypatch):
+    from mmspec.assets import SPEECH_ASSETS
+    from mmspec.datasets.spoken_digits import load_split
+    from mmspec.tokenizers.audio_codec import MelCodec
+
+    script = load_script("train_speech_model")
+    monkeypatch.setattr(script, "CLIP_CHUNK", 2)
+    codec = MelCodec.from_pretrained(SPEECH_ASSETS / "codec")
+    first, _ = script.cached_codes(tmp_path, codec, 2)
+    codes, labels = script.cached_codes(tmp_path, codec, 3)
+    assert codes.shape == (3, codec.config.codebooks, script.FRAMES) and torch.equal(codes[:2], first)
+    assert torch.equal(codes, codec.encode(load_split("train", 3)[0])) and labels.tolist() == [0, 1, 2]
+    assert len(torch.load(tmp_path / "codes-train.pt", weights_only=True)["labels"]) == 3
