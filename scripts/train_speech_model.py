@@ -52,7 +52,7 @@ DECODER_CONFIG = tf.MusicgenDecoderConfig(
 )
 TRAIN_CLIPS, HELDOUT_CLIPS, CLIP_CHUNK = 2000, 300, 250
 LM_CLIPS = 40_000  # the decoder's clips: with the first 2000 alone it memorised them (held-out loss 10x training)
-LM_STEPS, LM_BATCH, LM_LR, NULL_WORD_PROB = 2000, 32, 2e-3, 0.1
+LM_STEPS, LM_BATCH, LM_LR, NULL_WORD_PROB = 4000, 32, 2e-3, 0.1
 CLF_STEPS, CLF_BATCH, CLF_LR = 400, 32, 2e-3
 DEFAULT_SAMPLING = {"guidance_scale": 3.0}  # MusicGen's own recipe: CFG 3, temperature 1
 
