@@ -57,31 +57,35 @@ CLF_STEPS, CLF_BATCH, CLF_LR = 400, 32, 2e-3
 DEFAULT_SAMPLING = {"guidance_scale": 3.0}  # MusicGen's own recipe: CFG 3, temperature 1
 
 
+def cached_chunks(path: Path, n: int, key: str, empty: torch.Tensor, make) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first `n` rows of `key` and their labels, cached in `path`: `make(start, count)`
+    gives `(rows, labels)` for items `start .. start + count - 1`, chunk by chunk, and a
+    rerun continues after the last chunk saved."""
+    saved = torch.load(path, weights_only=True) if path.exists() else {key: empty, "labels": torch.zeros(0, dtype=torch.long)}
+    rows, labels = saved[key], saved["labels"]
+    for start in tqdm(range(len(labels), n, CLIP_CHUNK), desc=path.stem, unit="chunk"):
+        more, more_labels = make(start, min(CLIP_CHUNK, n - start))
+        rows, labels = torch.cat([rows, more]), torch.cat([labels, more_labels])
+        atomic_write(path, lambda tmp: torch.save({key: rows, "labels": labels}, tmp))
+    return rows[:n], labels[:n]
+
+
 def cached_clips(work: Path, split: str, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The first `n` clips of `split`, cached in `work/clips-<split>.pt` chunk by chunk."""
-    path = work / f"clips-{split}.pt"
-    saved = torch.load(path, weights_only=True) if path.exists() else None
-    audio = saved["audio"] if saved else torch.zeros(0, CLIP_SAMPLES)
-    labels = saved["labels"] if saved else torch.zeros(0, dtype=torch.long)
-    for start in tqdm(range(len(labels), n, CLIP_CHUNK), desc=f"clips-{split}", unit="chunk"):
-        a, y = load_split(split, min(CLIP_CHUNK, n - start), start=start)
-        audio, labels = torch.cat([audio, a]), torch.cat([labels, y])
-        atomic_write(path, lambda tmp: torch.save({"audio": audio, "labels": labels}, tmp))
-    return audio[:n], labels[:n]
+    """The first `n` clips of `split`, cached in `work/clips-<split>.pt`."""
+    return cached_chunks(work / f"clips-{split}.pt", n, "audio", torch.zeros(0, CLIP_SAMPLES),
+                         lambda start, count: load_split(split, count, start=start))
 
 
 def cached_codes(work: Path, codec: MelCodec, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Codes `[n, K, FRAMES]` of the first `n` training clips, made chunk by chunk and cached
-    in `work/codes-train.pt` (codes only: the clips themselves would take 68 KB each)."""
-    path = work / "codes-train.pt"
-    saved = torch.load(path, weights_only=True) if path.exists() else None
-    codes = saved["codes"] if saved else torch.zeros(0, codec.config.codebooks, FRAMES, dtype=torch.int16)
-    labels = saved["labels"] if saved else torch.zeros(0, dtype=torch.long)
-    for start in tqdm(range(len(labels), n, CLIP_CHUNK), desc="codes-train", unit="chunk"):
-        a, y = load_split("train", min(CLIP_CHUNK, n - start), start=start)
-        codes, labels = torch.cat([codes, codec.encode(a).to(torch.int16)]), torch.cat([labels, y])
-        atomic_write(path, lambda tmp: torch.save({"codes": codes, "labels": labels}, tmp))
-    return codes[:n].long(), labels[:n]
+    """Codes `[n, K, FRAMES]` of the first `n` training clips, cached in `work/codes-train.pt`
+    (codes only: the clips themselves would take 68 KB each)."""
+    def make(start: int, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+        audio, labels = load_split("train", count, start=start)
+        return codec.encode(audio).to(torch.int16), labels
+
+    codes, labels = cached_chunks(work / "codes-train.pt", n, "codes",
+                                  torch.zeros(0, codec.config.codebooks, FRAMES, dtype=torch.int16), make)
+    return codes.long(), labels
 
 
 def fit_codec(work: Path, audio: torch.Tensor, seed: int) -> MelCodec:
