@@ -1,5 +1,5 @@
 """Video decoding benchmark on the shipped video model: forwards per video, wall time, class
-accuracy and temporal consistency, for AR, MC-SJD with random / above / previous-frame first
+accuracy, temporal consistency and class spread (`mmspec.metrics.video`), for AR, MC-SJD with random / above / previous-frame first
 drafts, and ZipAR and the frame schedule alone and with MC-SJD.
 
 Every method decodes the same (class, seed) list, one video per call (batch 1), in one
@@ -128,8 +128,10 @@ def main() -> None:
     meta = {"description": f"{args.pipeline}: {C} classes x {args.per_class} videos, batch 1, {F} frames of "
                            f"{pipe.frame_grid[0]}x{pipe.frame_grid[1]} tokens", "seed": args.seed, **environment()}
     md, _, _ = report(results, args.out_dir, "video", meta)
-    lines = ["", "Reference (no decoding):", "", "| videos | class_accuracy | frame_change | token_repeat |", "|---|---|---|---|"]
-    lines += [f"| {k} | {v['class_accuracy']:.4f} | {v['frame_change']:.4f} | {v['token_repeat']:.4f} |" for k, v in reference.items()]
+    lines = ["", "Reference (no decoding):", "", "| videos | class_accuracy | frame_change | token_repeat | class_spread |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {k} | {v['class_accuracy']:.4f} | {v['frame_change']:.4f} | {v['token_repeat']:.4f} | {v.get('class_spread', float('nan')):.4f} |"
+              for k, v in reference.items()]
     text = md.read_text() + "\n".join(lines) + "\n"
     atomic_write(md, lambda tmp: tmp.write_text(text))
     print(text)

@@ -1,9 +1,8 @@
 """What limits the shipped video model's class accuracy: the judge on held-out real videos and
 on their reconstructions by the shipped frame VQ and by the image VQ (per class, with PSNR),
-a picture of both reconstructions, and AR class accuracy per guidance scale on tuning seeds
-(500 + i, apart from `video.py`'s).
+and a picture of both reconstructions. The sampling settings are chosen by `video_sampling.py`.
 
-    PYTHONPATH=. python benchmarks/video_ceiling.py      # ~12 min on 2 CPU threads
+    PYTHONPATH=. python benchmarks/video_ceiling.py      # ~3 min on 2 CPU threads
 
 Writes `benchmarks/results/video_ceiling.md` and `docs/video_vq.png`.
 """
@@ -20,6 +19,7 @@ from mmspec.batch import atomic_write
 from mmspec.bench import environment
 from mmspec.datasets.moving_shapes import load_split
 from mmspec.images import image_grid, label_rows, to_pil
+from mmspec.metrics.video import class_report
 from mmspec.pipelines.video import VideoPipeline
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ
 
@@ -36,17 +36,6 @@ def through_vq(vq: LlamaGenVQ, videos: torch.Tensor) -> torch.Tensor:
 def psnr(recon: torch.Tensor, real: torch.Tensor) -> float:
     """dB, for images in [-1, 1]."""
     return float(10 * torch.log10(4 / (recon - real).pow(2).mean()))
-
-
-def per_class(pred: torch.Tensor, labels: torch.Tensor, names: list[str]) -> str:
-    """`accuracy (class: right/total, ...; errors as predicted names)`."""
-    parts = []
-    for c, name in enumerate(names):
-        mine = labels == c
-        wrong = pred[mine & (pred != c)]
-        errors = ", ".join(f"{int((wrong == k).sum())} as {names[k]}" for k in wrong.unique().tolist())
-        parts.append(f"{name} {int((pred[mine] == c).sum())}/{int(mine.sum())}" + (f" ({errors})" if errors else ""))
-    return f"{float((pred == labels).float().mean()):.3f}: " + "; ".join(parts)
 
 
 def save_picture(path: Path, real: torch.Tensor, labels: torch.Tensor, names: list[str],
@@ -66,8 +55,6 @@ def save_picture(path: Path, real: torch.Tensor, labels: torch.Tensor, names: li
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--heldout", type=int, default=400, help="held-out real videos (default 400)")
-    parser.add_argument("--per-class", type=int, default=5, help="AR videos per class and guidance scale (default 5)")
-    parser.add_argument("--guidance", type=float, nargs="*", default=[1.0, 1.5, 2.0, 3.0, 4.0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out-dir", default=str(REPO / "benchmarks" / "results"))
     parser.add_argument("--picture", default=str(REPO / "docs" / "video_vq.png"))
@@ -79,20 +66,11 @@ def main() -> None:
     real, labels = load_split("heldout", args.heldout)
     frame_vq, image_vq = through_vq(pipe.vqvae, real), through_vq(load_default().vq, real)
     lines = ["# video_ceiling", "", f"{VIDEO_ASSETS.relative_to(REPO)}; run: {environment()}", "",
-             f"Shipped judge, {args.heldout} held-out real videos: {per_class(pipe.classifier.predict(real), labels, names)}", ""]
+             f"Shipped judge, {args.heldout} held-out real videos: {class_report(pipe.classifier.predict(real), labels, names)}", ""]
     for what, recon in (("the shipped frame VQ", frame_vq), ("the image VQ (mmspec/assets/default)", image_vq)):
         lines += [f"Shipped judge, the same through {what} (PSNR {psnr(recon, real):.1f} dB): "
-                  f"{per_class(pipe.classifier.predict(recon), labels, names)}", ""]
-    print("\n".join(lines), flush=True)
+                  f"{class_report(pipe.classifier.predict(recon), labels, names)}", ""]
     save_picture(Path(args.picture), real, labels, names, {"frame VQ": frame_vq, "image VQ": image_vq})
-    lines += ["| guidance | AR class accuracy |", "|---|---|"]
-    items = torch.arange(len(names)).repeat(args.per_class)
-    for g in args.guidance:
-        videos = torch.cat([pipe([c], decoding="ar", output_type="pt", guidance_scale=g,
-                                 generator=torch.Generator().manual_seed(500 + i)).videos * 2 - 1
-                            for i, c in enumerate(items.tolist())])
-        lines.append(f"| {g} | {per_class(pipe.classifier.predict(videos), items, names)} |")
-        print(lines[-1], flush=True)
     path = Path(args.out_dir) / "video_ceiling.md"
     atomic_write(path, lambda tmp: tmp.write_text("\n".join(lines) + "\n"))
     print(path.read_text())

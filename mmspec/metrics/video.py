@@ -1,4 +1,5 @@
-"""Quality of generated videos: class accuracy (a small video classifier) and temporal consistency.
+"""Quality of generated videos: class accuracy (a small video classifier), temporal consistency
+and the spread within a class.
 
 `VideoClassifier` is the judge of the Moving Shapes videos: a CNN over the frames stacked
 as channels (early fusion: the first convolution sees every frame at once, so it can tell
@@ -9,6 +10,11 @@ Temporal consistency is measured two ways, reported beside the same numbers for 
 videos: `frame_change`, the mean absolute pixel change between consecutive frames (in
 [0, 1] units: flicker raises it, a frozen video has 0), and `token_repeat`, the share of
 tokens equal to the token at the same (row, col) of the previous frame.
+
+`class_spread` guards class accuracy against a sampler that buys it with sameness (low
+temperature, strong guidance): the mean absolute pixel difference between two videos of one
+class, beside the same number for real videos. A sampler that collapses to one video per
+class scores 0.
 
 Example:
     >>> import torch
@@ -87,12 +93,44 @@ def temporal_consistency(videos: torch.Tensor, tokens: torch.Tensor | None = Non
     return out
 
 
+def class_report(pred: torch.Tensor, labels: torch.Tensor, names: list[str]) -> str:
+    """`accuracy: class right/total (errors as the predicted classes); ...`, e.g.
+    `0.400: a 1/2 (1 as b); b 1/3 (2 as a)`."""
+    parts = []
+    for c, name in enumerate(names):
+        mine = labels == c
+        wrong = pred[mine & (pred != c)]
+        errors = ", ".join(f"{int((wrong == k).sum())} as {names[k]}" for k in wrong.unique().tolist())
+        parts.append(f"{name} {int((pred[mine] == c).sum())}/{int(mine.sum())}" + (f" ({errors})" if errors else ""))
+    return f"{float((pred == labels).float().mean()):.3f}: " + "; ".join(parts)
+
+
+def class_spread(videos: torch.Tensor, labels: torch.Tensor) -> float:
+    """Mean absolute pixel difference (in [0, 1] units) between two distinct videos of one
+    class of `videos [N, F, 3, H, W]` in [-1, 1], averaged over the classes of `labels [N]`
+    that have at least two videos."""
+    spreads = []
+    for c in labels.unique():
+        mine = videos[labels == c].flatten(1)
+        n = len(mine)
+        if n >= 2:
+            spreads.append(float(torch.cdist(mine, mine, p=1).sum() / (n * (n - 1) * mine.shape[1] * 2)))
+    if not spreads:
+        raise ValueError("class_spread needs two videos of one class")
+    return sum(spreads) / len(spreads)
+
+
 @torch.no_grad()
 def evaluate_videos(videos: torch.Tensor, labels: torch.Tensor, classifier: VideoClassifier,
                     tokens: torch.Tensor | None = None) -> dict[str, float]:
     """`class_accuracy` of `videos [N, F, 3, H, W]` against the requested `labels [N]`, and
-    their temporal consistency (`temporal_consistency`)."""
+    their temporal consistency (`temporal_consistency`) and, where a class has two videos,
+    `class_spread`."""
     if len(videos) != len(labels):
         raise ValueError(f"one label per video: got {len(labels)} labels for {len(videos)} videos")
-    accuracy = float((classifier.predict(videos).cpu() == labels.cpu()).float().mean())
-    return {"class_accuracy": accuracy, **temporal_consistency(videos, tokens)}
+    labels = labels.cpu()
+    accuracy = float((classifier.predict(videos).cpu() == labels).float().mean())
+    out = {"class_accuracy": accuracy, **temporal_consistency(videos, tokens)}
+    if len(labels.unique()) < len(labels):
+        out["class_spread"] = class_spread(videos.cpu(), labels)
+    return out
