@@ -41,12 +41,14 @@ METHODS = [
 ]
 
 
-def run_method(pipe: SpeechPipeline, words: list[str], config: DecodingConfig, seed: int, on_clip) -> MethodResult:
-    """Says `words[i]` with seed `seed + i`, one clip per call; the clips, forwards and time."""
+def run_method(pipe: SpeechPipeline, words: list[str], config: DecodingConfig, seed: int, on_clip,
+               sampling: dict | None = None) -> MethodResult:
+    """Says `words[i]` with seed `seed + i`, one clip per call, with `sampling` over the
+    defaults; the clips, forwards and time."""
     clips, forwards = [], []
     start = time.perf_counter()
     for i, word in enumerate(words):
-        out = pipe(word, decoding=config, generator=torch.Generator().manual_seed(seed + i))
+        out = pipe(word, decoding=config, generator=torch.Generator().manual_seed(seed + i), **(sampling or {}))
         clips.append(out.audios)
         forwards.append(out.stats[0].forward_passes)
         on_clip()
@@ -83,6 +85,8 @@ def main() -> None:
     parser.add_argument("--per-word", type=int, default=10, help="clips per word (default 10)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    parser.add_argument("--temperature", type=float, help="sampling temperature (default: the pipeline's)")
+    parser.add_argument("--top-k", type=int, help="sampling top-k (default: the pipeline's)")
     parser.add_argument("--out", default="benchmarks/results", help="output folder")
     parser.add_argument("--spectrograms", default="docs/audio-spectrograms.png",
                         help="where the sheet of real and generated spectrograms goes (default docs/audio-spectrograms.png)")
@@ -94,9 +98,10 @@ def main() -> None:
     words = [w for w in pipe.words for _ in range(args.per_word)]
     clip_s = pipe.max_duration_s
     bar = tqdm(total=len(METHODS) * len(words), desc="benchmark", unit="clip")
+    sampling = {k: v for k, v in (("temperature", args.temperature), ("top_k", args.top_k)) if v is not None}
     results = []
     for config in METHODS:
-        result = run_method(pipe, words, config, args.seed, lambda: bar.update(1))
+        result = run_method(pipe, words, config, args.seed, lambda: bar.update(1), sampling)
         acc, err = word_accuracy(pipe, result.images, words)
         result.quality = {"forwards_per_audio_s": result.mean_forwards / clip_s, "word_accuracy": acc, "word_accuracy_se": err}
         results.append(result)
@@ -107,7 +112,7 @@ def main() -> None:
         "description": (
             f"{shown} model, {args.per_word} clips x {len(pipe.words)} words per method, "
             f"{clip_s:.3f} s each ({pipe.steps_for(None)} decoder steps of {pipe.codebooks} codebooks), batch 1, "
-            f"default sampling {pipe.default_sampling}. Window 16; random first drafts unless init= says otherwise "
+            f"sampling {pipe.default_sampling | sampling}. Window 16; random first drafts unless init= says otherwise "
             f"(previous-step: copy each codebook's token from the step before); pcg groups as `PCGRule`'s defaults. "
             f"Forwards include the prefill; wall time covers decoding and Griffin-Lim, torch on {args.threads} CPU thread(s)."
         ),
