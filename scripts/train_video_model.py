@@ -182,15 +182,17 @@ def main() -> None:
     parser.add_argument("--init-from", metavar="FOLDER",
                         help="continue training a saved video pipeline: its VQ and classifier are kept, its GPT is the "
                              "starting point of the gpt stage (fresh optimizer and schedule)")
-    parser.add_argument("--stages", default="vq,tokens,classifier,gpt,export",
-                        help="comma-separated stages to run, in order (default: all); e.g. 'classifier' alone")
+    parser.add_argument("--stages", help="comma-separated stages to run, in order (default: all; with --init-from: "
+                                          "tokens,gpt,export); e.g. 'classifier' alone")
     parser.add_argument("--guidance-scale", type=float, default=3.0,  # chosen on tuning seeds: see docs/video.md
                         help="default CFG scale written to model_index.json (default 3.0)")
     args = parser.parse_args()
-    stages = args.stages.split(",")
+    stages = (args.stages or ("tokens,gpt,export" if args.init_from else "vq,tokens,classifier,gpt,export")).split(",")
     unknown = set(stages) - {"vq", "tokens", "classifier", "gpt", "export"}
     if unknown or args.gpt_steps < 1 or args.gpt_videos < 1:
         parser.error(f"unknown stages {sorted(unknown)} or non-positive --gpt-steps/--gpt-videos")
+    if args.init_from and {"vq", "classifier"} & set(stages):
+        parser.error("--init-from keeps the saved frame VQ and judge: leave vq and classifier out of --stages")
     torch.set_num_threads(args.threads)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)

@@ -2,6 +2,7 @@
 rendering them again, its token cache continues where an interrupted run stopped, and the
 first frames it trains on alone are the videos' own first 64 tokens."""
 
+import pytest
 import torch
 
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ
@@ -69,3 +70,12 @@ def test_gpt_continues_from_init_weights_and_its_own_checkpoint_wins_on_resume(t
     torch.manual_seed(7)
     resumed = script.train_gpt(tmp_path / "b", 0, videos, first, 1, "fp32", False, init=script.VideoLlamaGen(tiny))
     assert torch.equal(weights(resumed), weights(trained))  # the stage's checkpoint, not the new init
+
+
+def test_init_from_refuses_the_stages_it_skips(monkeypatch, capsys):
+    script = load_script("train_video_model")
+    monkeypatch.setattr("sys.argv", ["train_video_model.py", "--init-from", "saved", "--stages", "classifier,gpt"])
+    with pytest.raises(SystemExit) as exit_info:
+        script.main()
+    assert exit_info.value.code == 2
+    assert "--init-from keeps the saved frame VQ and judge" in capsys.readouterr().err
