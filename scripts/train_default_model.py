@@ -230,25 +230,36 @@ def finetune_vq_decoder(work: Path, seed: int, vq: LlamaGenVQ) -> LlamaGenVQ:
     return vq
 
 
+def cached_chunks(path: Path, n: int, key: str, empty: torch.Tensor, make, chunk: int,
+                  save_every_s: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first `n` rows of `key` and their labels, cached in `path`: `make(start, count)`
+    gives `(rows, labels)` for items `start .. start + count - 1`, `chunk` items at a time.
+    Saved at least every `save_every_s` seconds (0: after every chunk) and at the end; a
+    rerun continues after the last save, or reads a prefix when fewer rows are asked for."""
+    saved = torch.load(path, weights_only=True) if path.exists() else {key: empty, "labels": torch.zeros(0, dtype=torch.long)}
+    rows, labels = [saved[key]], [saved["labels"]]
+    saved_at = time.monotonic()
+    for start in tqdm(range(len(saved["labels"]), n, chunk), desc=path.stem, unit="chunk"):
+        more, more_labels = make(start, min(chunk, n - start))
+        rows.append(more)
+        labels.append(more_labels)
+        if start + chunk >= n or time.monotonic() - saved_at >= save_every_s:
+            rows, labels = [torch.cat(rows)], [torch.cat(labels)]
+            atomic_write(path, lambda tmp: torch.save({key: rows[0], "labels": labels[0]}, tmp))
+            saved_at = time.monotonic()
+    return torch.cat(rows)[:n], torch.cat(labels)[:n]
+
+
 @torch.no_grad()
 def encode_tokens(work: Path, vq: LlamaGenVQ, n_images: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """VQ codes `[n_images, 256]` and labels of the first `n_images` training images.
-    Saved every `SAVE_EVERY_S` seconds and at the end; a rerun continues from the saved
-    rows, or reads a prefix of them when fewer are asked for."""
-    path = work / "tokens.pt"
-    saved = torch.load(path, weights_only=True) if path.exists() else None
-    tokens, labels = ([saved["tokens"]], [saved["labels"]]) if saved else ([], [])
-    done = len(saved["tokens"]) if saved else 0
-    saved_at = time.monotonic()
-    for start in tqdm(range(done, n_images, TOKEN_CHUNK), desc="tokens", unit="chunk"):
-        images, y = load_split("train", min(TOKEN_CHUNK, n_images - start), start=start)
-        tokens.append(torch.cat([vq.encode(b) for b in images.split(100)]))
-        labels.append(y)
-        if start + TOKEN_CHUNK >= n_images or time.monotonic() - saved_at > SAVE_EVERY_S:
-            tokens, labels = [torch.cat(tokens)], [torch.cat(labels)]
-            atomic_write(path, lambda tmp: torch.save({"tokens": tokens[0], "labels": labels[0]}, tmp))
-            saved_at = time.monotonic()
-    return torch.cat(tokens)[:n_images], torch.cat(labels)[:n_images]
+    """VQ codes `[n_images, 256]` and labels of the first `n_images` training images, cached
+    in `work/tokens.pt` (saved every `SAVE_EVERY_S` seconds and at the end)."""
+    def make(start: int, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+        images, labels = load_split("train", count, start=start)
+        return torch.cat([vq.encode(b) for b in images.split(100)]), labels
+
+    return cached_chunks(work / "tokens.pt", n_images, "tokens", torch.zeros(0, 256, dtype=torch.long), make,
+                         TOKEN_CHUNK, SAVE_EVERY_S)
 
 
 def train_gpt(work: Path, seed: int, tokens: torch.Tensor, labels: torch.Tensor, steps: int, compile: bool) -> LlamaGenGPT:

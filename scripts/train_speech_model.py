@@ -30,13 +30,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 import transformers as tf
-from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).parent))
-from train_default_model import Stage  # noqa: E402  (the shared resumable loop)
+from train_default_model import Stage, cached_chunks  # noqa: E402  (the shared resumable loop and cache)
 
 from mmspec.assets import SPEECH_ASSETS  # noqa: E402
-from mmspec.batch import atomic_write  # noqa: E402
 from mmspec.datasets.spoken_digits import CLIP_SAMPLES, WORDS, load_split  # noqa: E402
 from mmspec.metrics.spoken_words import WordClassifier, WordClassifierConfig  # noqa: E402
 from mmspec.models.musicgen import WordCondition, delay_pattern  # noqa: E402
@@ -57,23 +55,10 @@ CLF_STEPS, CLF_BATCH, CLF_LR = 400, 32, 2e-3
 DEFAULT_SAMPLING = {"guidance_scale": 3.0}  # MusicGen's own recipe: CFG 3, temperature 1
 
 
-def cached_chunks(path: Path, n: int, key: str, empty: torch.Tensor, make) -> tuple[torch.Tensor, torch.Tensor]:
-    """The first `n` rows of `key` and their labels, cached in `path`: `make(start, count)`
-    gives `(rows, labels)` for items `start .. start + count - 1`, chunk by chunk, and a
-    rerun continues after the last chunk saved."""
-    saved = torch.load(path, weights_only=True) if path.exists() else {key: empty, "labels": torch.zeros(0, dtype=torch.long)}
-    rows, labels = saved[key], saved["labels"]
-    for start in tqdm(range(len(labels), n, CLIP_CHUNK), desc=path.stem, unit="chunk"):
-        more, more_labels = make(start, min(CLIP_CHUNK, n - start))
-        rows, labels = torch.cat([rows, more]), torch.cat([labels, more_labels])
-        atomic_write(path, lambda tmp: torch.save({key: rows, "labels": labels}, tmp))
-    return rows[:n], labels[:n]
-
-
 def cached_clips(work: Path, split: str, n: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The first `n` clips of `split`, cached in `work/clips-<split>.pt`."""
     return cached_chunks(work / f"clips-{split}.pt", n, "audio", torch.zeros(0, CLIP_SAMPLES),
-                         lambda start, count: load_split(split, count, start=start))
+                         lambda start, count: load_split(split, count, start=start), CLIP_CHUNK)
 
 
 def cached_codes(work: Path, codec: MelCodec, n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -84,7 +69,7 @@ def cached_codes(work: Path, codec: MelCodec, n: int) -> tuple[torch.Tensor, tor
         return codec.encode(audio).to(torch.int16), labels
 
     codes, labels = cached_chunks(work / "codes-train.pt", n, "codes",
-                                  torch.zeros(0, codec.config.codebooks, FRAMES, dtype=torch.int16), make)
+                                  torch.zeros(0, codec.config.codebooks, FRAMES, dtype=torch.int16), make, CLIP_CHUNK)
     return codes.long(), labels
 
 

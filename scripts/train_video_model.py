@@ -33,11 +33,9 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm
-from train_default_model import Stage, train_vq
+from train_default_model import SAVE_EVERY_S, Stage, cached_chunks, train_vq
 
 from mmspec.assets import VIDEO_ASSETS
-from mmspec.batch import atomic_write
 from mmspec.datasets.moving_shapes import CLASS_NAMES, FRAME_SIZE, NUM_CLASSES, NUM_FRAMES, load_split
 from mmspec.metrics.video import VideoClassifier, VideoClassifierConfig
 from mmspec.models.video_llamagen import VideoLlamaGen, VideoLlamaGenConfig
@@ -75,15 +73,14 @@ def encode_videos(vq: LlamaGenVQ, videos: torch.Tensor) -> torch.Tensor:
 def encode_tokens(path: Path, vq: LlamaGenVQ, n_videos: int, first: int = 0,
                   frames: int = NUM_FRAMES) -> tuple[torch.Tensor, torch.Tensor]:
     """VQ codes `[n_videos, frames * 64]` (frame after frame) of the first `frames` frames of
-    training videos `first .. first + n_videos - 1`, and their labels, saved to `path` as
-    they are made; a rerun continues."""
-    empty = {"tokens": torch.empty(0, frames * 64, dtype=torch.long), "labels": torch.empty(0, dtype=torch.long)}
-    saved = torch.load(path, weights_only=True) if path.exists() else empty
-    for start in tqdm(range(len(saved["tokens"]), n_videos, TOKEN_CHUNK), desc=path.stem, unit="chunk"):
-        videos, labels = load_split("train", min(TOKEN_CHUNK, n_videos - start), start=first + start)
-        saved = {"tokens": torch.cat([saved["tokens"], encode_videos(vq, videos[:, :frames])]), "labels": torch.cat([saved["labels"], labels])}
-        atomic_write(path, lambda tmp: torch.save(saved, tmp))
-    return saved["tokens"][:n_videos], saved["labels"][:n_videos]
+    training videos `first .. first + n_videos - 1`, and their labels, cached in `path`
+    (`cached_chunks`: a rerun continues)."""
+    def make(start: int, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+        videos, labels = load_split("train", count, start=first + start)
+        return encode_videos(vq, videos[:, :frames]), labels
+
+    return cached_chunks(path, n_videos, "tokens", torch.zeros(0, frames * 64, dtype=torch.long), make, TOKEN_CHUNK,
+                         SAVE_EVERY_S)
 
 
 def train_gpt(work: Path, seed: int, videos: tuple[torch.Tensor, torch.Tensor], first_frames: tuple[torch.Tensor, torch.Tensor],
