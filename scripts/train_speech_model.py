@@ -61,11 +61,16 @@ def cached_clips(work: Path, split: str, n: int) -> tuple[torch.Tensor, torch.Te
                          lambda start, count: load_split(split, count, start=start), CLIP_CHUNK)
 
 
-def cached_codes(work: Path, codec: MelCodec, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+def cached_codes(work: Path, codec: MelCodec, n: int,
+                 spoken: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Codes `[n, K, FRAMES]` of the first `n` training clips, cached in `work/codes-train.pt`
-    (codes only: the clips themselves would take 68 KB each)."""
+    (codes only: the clips themselves would take 68 KB each). `spoken`: the first training
+    clips and labels, already made, encoded instead of spoken again."""
     def make(start: int, count: int) -> tuple[torch.Tensor, torch.Tensor]:
-        audio, labels = load_split("train", count, start=start)
+        if spoken is not None and start + count <= len(spoken[1]):
+            audio, labels = spoken[0][start : start + count], spoken[1][start : start + count]
+        else:
+            audio, labels = load_split("train", count, start=start)
         return codec.encode(audio).to(torch.int16), labels
 
     codes, labels = cached_chunks(work / "codes-train.pt", n, "codes",
@@ -200,7 +205,7 @@ def main() -> None:
     clf = train_classifier(work, args.seed, audio, labels)
     print(f"classifier accuracy: held-out clips {accuracy(clf, held_audio, held_labels):.3f}, "
           f"through the codec {accuracy(clf, codec.decode(codec.encode(held_audio[:200])), held_labels[:200]):.3f}")
-    codes, code_labels = cached_codes(work, codec, args.lm_clips)
+    codes, code_labels = cached_codes(work, codec, args.lm_clips, (audio, labels))
     lm = train_lm(work, args.seed, delayed_steps(codes), code_labels, args.lm_steps)
     with torch.no_grad():
         no_null = torch.zeros(HELDOUT_CLIPS, dtype=torch.bool)

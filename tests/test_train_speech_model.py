@@ -53,3 +53,9 @@ def test_code_cache_continues_an_interrupted_run_and_codes_the_clips(tmp_path, m
     assert codes.shape == (3, codec.config.codebooks, script.FRAMES) and torch.equal(codes[:2], first)
     assert torch.equal(codes, codec.encode(load_split("train", 3)[0])) and labels.tolist() == [0, 1, 2]
     assert len(torch.load(tmp_path / "codes-train.pt", weights_only=True)["labels"]) == 3
+    # clips already spoken are encoded, not spoken again: here silent stand-ins for the first 2
+    silent = (torch.zeros(2, script.CLIP_SAMPLES), torch.tensor([7, 7]))
+    (tmp_path / "spoken").mkdir()
+    codes, labels = script.cached_codes(tmp_path / "spoken", codec, 3, silent)
+    assert torch.equal(codes[:2], codec.encode(silent[0])) and labels.tolist() == [7, 7, 2]
+    assert torch.equal(codes[2], codec.encode(load_split("train", 3)[0])[2])
