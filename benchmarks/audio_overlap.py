@@ -24,41 +24,40 @@ from tqdm import tqdm
 from mmspec.assets import SPEECH_ASSETS
 from mmspec.batch import atomic_write
 from mmspec.bench import environment
+from mmspec.core.contracts import GuidedLogits
+from mmspec.core.sampling import SamplingConfig, target_probs
 from mmspec.pipelines.audio import SpeechPipeline
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 @torch.no_grad()
-def next_step_probs(pipe: SpeechPipeline, steps: torch.Tensor, word_ids: torch.Tensor, guidance: float) -> torch.Tensor:
-    """`steps [N, L, K]` (start token first) -> guided probabilities `[N, L, K, V]` of the step
-    after each position, from transformers' uncached decoder forward."""
-    decoder, (N, L, K) = pipe.decoder, steps.shape
-    ids = steps.permute(0, 2, 1).reshape(N * K, L)
-    states, mask = pipe.condition(word_ids)
-    cond = decoder(input_ids=ids, encoder_hidden_states=states, encoder_attention_mask=mask).logits
-    null = decoder(input_ids=ids, encoder_hidden_states=torch.zeros_like(states),
-                   encoder_attention_mask=torch.zeros_like(mask)).logits
-    return (null + guidance * (cond - null)).view(N, K, L, -1).permute(0, 2, 1, 3).softmax(-1)
+def next_step_probs(pipe: SpeechPipeline, steps: torch.Tensor, word_ids: torch.Tensor) -> torch.Tensor:
+    """`steps [N, T, K]` -> the distribution `[N, T, K, V + 1]` of each step given the steps
+    before it, as the engine samples it: the pipeline's session and default sampling."""
+    N, T, _ = steps.shape
+    lm = pipe.token_model(T)
+    session = lm.start(word_ids, guided=True)
+    rest, first = session.forward(steps[:, :-1], torch.arange(T - 1).expand(N, -1)), session.prefill_logits()
+    logits = GuidedLogits(torch.cat([first.cond, rest.cond], 1), torch.cat([first.uncond, rest.uncond], 1))
+    positions = torch.arange(T).expand(N, -1)
+    return target_probs(logits, positions, SamplingConfig(**pipe.default_sampling), lm.layout().allowed_at(positions))
 
 
-def overlaps(pipe: SpeechPipeline, word: str, seed: int, guidance: float) -> torch.Tensor:
+def overlaps(pipe: SpeechPipeline, word: str, seed: int) -> torch.Tensor:
     """`[T - 1, K]` overlaps of steps 1..T-1 of one AR clip (NaN at the pattern's pad slots)."""
-    out = pipe(word, decoding="ar", generator=torch.Generator().manual_seed(seed))
-    steps, pad = out.tokens[0], pipe.decoder.config.vocab_size
-    T, K = steps.shape
+    steps = pipe(word, decoding="ar", generator=torch.Generator().manual_seed(seed)).tokens  # [1, T, K]
+    T, pad = steps.shape[1], pipe.decoder.config.vocab_size
     word_ids = pipe.condition.word_ids([word])
-    sampled = torch.cat([torch.full((1, K), pipe.decoder.config.decoder_start_token_id), steps])[None]
-    p = next_step_probs(pipe, sampled, word_ids, guidance)[0]  # p[t]: step t given steps < t
-    redrawn = sampled.repeat(T - 1, 1, 1)  # row t-1: step t-1 (input position t) redrawn
+    p = next_step_probs(pipe, steps, word_ids)[0]  # p[t]: step t given steps < t
+    redrawn = steps.repeat(T - 1, 1, 1)  # row t-1: step t-1 redrawn
     generator = torch.Generator().manual_seed(seed)
     for t in range(1, T):
-        draw = torch.multinomial(p[t - 1], 1, generator=generator)[:, 0]
-        redrawn[t - 1, t] = torch.where(steps[t - 1] == pad, pad, draw)
-    p_redrawn = next_step_probs(pipe, redrawn, word_ids.repeat(T - 1), guidance)
+        redrawn[t - 1, t - 1] = torch.multinomial(p[t - 1], 1, generator=generator)[:, 0]  # pad slots: pad again
+    p_redrawn = next_step_probs(pipe, redrawn, word_ids.repeat(T - 1))
     t = torch.arange(1, T)
     overlap = 1 - 0.5 * (p_redrawn[t - 1, t] - p[t]).abs().sum(-1)  # [T - 1, K]
-    return overlap.masked_fill(steps[1:] == pad, float("nan"))
+    return overlap.masked_fill(steps[0, 1:] == pad, float("nan"))
 
 
 def main() -> None:
@@ -71,13 +70,12 @@ def main() -> None:
     torch.set_num_threads(1)
     pipe = SpeechPipeline.from_pretrained(args.pipeline)
     pipe.set_progress_bar_config(disable=True)
-    guidance = pipe.default_sampling["guidance_scale"]
     words = [w for w in pipe.words for _ in range(args.per_word)]
-    rows = torch.stack([overlaps(pipe, w, args.seed + i, guidance) for i, w in enumerate(tqdm(words, desc="clips"))])
+    rows = torch.stack([overlaps(pipe, w, args.seed + i) for i, w in enumerate(tqdm(words, desc="clips"))])
     per_codebook = rows.nanmean((0, 1))
     full = ~rows.isnan().any(-1)  # steps with no pad slot: all K codebooks sampled
     per_step = rows.nan_to_num(1.0).prod(-1)[full]
-    lines = ["# audio_overlap", "", f"{args.pipeline}: {len(words)} AR clips (seeds {args.seed}+), guidance {guidance}; "
+    lines = ["# audio_overlap", "", f"{args.pipeline}: {len(words)} AR clips (seeds {args.seed}+), sampling {pipe.default_sampling}; "
              f"run: {environment()}", "",
              "| | " + " | ".join(f"codebook {k}" for k in range(len(per_codebook))) + " | a whole step (product) |",
              "|---|" + "---|" * (len(per_codebook) + 1),

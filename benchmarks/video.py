@@ -1,6 +1,7 @@
 """Video decoding benchmark on the shipped video model: forwards per video, wall time, class
-accuracy, temporal consistency and class spread (`mmspec.metrics.video`), for AR, MC-SJD with random / above / previous-frame first
-drafts, and ZipAR and the frame schedule alone and with MC-SJD.
+accuracy, temporal consistency and class spread (`mmspec.metrics.video`), for AR, MC-SJD
+with random / above / previous-frame first drafts, and ZipAR and the frame schedule alone
+and with MC-SJD.
 
 Every method decodes the same (class, seed) list, one video per call (batch 1), in one
 run with `torch.set_num_threads(1)`. Beside the table: the same measures on held-out real
