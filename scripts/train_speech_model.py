@@ -43,15 +43,16 @@ from mmspec.tokenizers.audio_codec import MelCodec, MelCodecConfig  # noqa: E402
 CODEC_CONFIG = MelCodecConfig()
 FRAMES = 48  # codec frames of a clip
 DECODER_CONFIG = tf.MusicgenDecoderConfig(
-    vocab_size=CODEC_CONFIG.codebook_size, num_codebooks=CODEC_CONFIG.codebooks, hidden_size=128, num_hidden_layers=3,
-    num_attention_heads=4, ffn_dim=384, max_position_embeddings=64, dropout=0.0, attention_dropout=0.0,
+    vocab_size=CODEC_CONFIG.codebook_size, num_codebooks=CODEC_CONFIG.codebooks, hidden_size=256, num_hidden_layers=4,
+    num_attention_heads=8, ffn_dim=1024, max_position_embeddings=64, dropout=0.0, attention_dropout=0.0,
     activation_dropout=0.0, layerdrop=0.0, pad_token_id=CODEC_CONFIG.codebook_size,
     bos_token_id=CODEC_CONFIG.codebook_size, decoder_start_token_id=CODEC_CONFIG.codebook_size,
 )
 TRAIN_CLIPS, HELDOUT_CLIPS, CLIP_CHUNK = 2000, 300, 250
 LM_CLIPS = 40_000  # the decoder's clips: with the first 2000 alone it memorised them (held-out loss 10x training)
-LM_STEPS, LM_BATCH, LM_LR, NULL_WORD_PROB = 4000, 32, 2e-3, 0.1
+LM_STEPS, LM_BATCH, LM_LR, NULL_WORD_PROB = 6000, 32, 2e-3, 0.1
 CLF_STEPS, CLF_BATCH, CLF_LR = 400, 32, 2e-3
+INPUT_NOISE = (0.05, 0.4, 0.4, 0.4)  # per codebook: see noisy_inputs and docs/audio.md
 DEFAULT_SAMPLING = {"guidance_scale": 3.0}  # MusicGen's own recipe: CFG 3, temperature 1
 
 
@@ -108,12 +109,27 @@ class SpeechLM(torch.nn.Module):
         self.condition = WordCondition(list(WORDS), DECODER_CONFIG.hidden_size)
 
 
-def lm_loss(lm: SpeechLM, steps: torch.Tensor, words: torch.Tensor, null: torch.Tensor) -> torch.Tensor:
+def noisy_inputs(steps: torch.Tensor, shares: tuple[float, ...], generator: torch.Generator) -> torch.Tensor:
+    """`steps [B, T, K]` with a share `shares[k]` of codebook k's codes replaced by uniformly
+    random codes (pad slots kept).
+
+    Trained on such inputs, the decoder leans less on the exact codes of the step before,
+    so a step's distribution changes less when Jacobi decoding redraws its predecessor.
+    """
+    pad = DECODER_CONFIG.pad_token_id
+    hit = torch.rand(steps.shape, generator=generator) < torch.tensor(shares)
+    random = torch.randint(DECODER_CONFIG.vocab_size, steps.shape, generator=generator)
+    return torch.where(hit & (steps != pad), random, steps)
+
+
+def lm_loss(lm: SpeechLM, steps: torch.Tensor, words: torch.Tensor, null: torch.Tensor,
+            inputs: torch.Tensor | None = None) -> torch.Tensor:
     """Cross-entropy of every unforced slot of `steps [B, T, K]`, teacher-forced after the
-    start token; `null [B]` rows get MusicGen's null condition."""
+    start token on `inputs` (default: `steps` themselves); `null [B]` rows get MusicGen's
+    null condition."""
     B, T, K = steps.shape
     pad = DECODER_CONFIG.pad_token_id
-    inputs = torch.cat([torch.full((B, 1, K), pad), steps[:, :-1]], 1)  # start token at position 0
+    inputs = torch.cat([torch.full((B, 1, K), pad), (steps if inputs is None else inputs)[:, :-1]], 1)  # start token first
     states, mask = lm.condition(words)
     states = states * (~null)[:, None, None]
     mask = mask * (~null)[:, None]
@@ -123,7 +139,11 @@ def lm_loss(lm: SpeechLM, steps: torch.Tensor, words: torch.Tensor, null: torch.
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=-100)
 
 
-def train_lm(work: Path, seed: int, steps_data: torch.Tensor, words: torch.Tensor, total: int) -> SpeechLM:
+def train_lm(work: Path, seed: int, steps_data: torch.Tensor, words: torch.Tensor, total: int,
+             input_noise: tuple[float, ...] | None = None) -> SpeechLM:
+    """`input_noise`: per codebook, the share of teacher-forced input codes made random
+    (`noisy_inputs`; default `INPUT_NOISE`)."""
+    input_noise = INPUT_NOISE if input_noise is None else input_noise
     torch.manual_seed(seed + 1)
     lm = SpeechLM()
     stage = Stage("lm", work, lm, LM_LR, seed + 1, weight_decay=0.05)
@@ -131,7 +151,8 @@ def train_lm(work: Path, seed: int, steps_data: torch.Tensor, words: torch.Tenso
     def step():
         idx = torch.randint(len(steps_data), (LM_BATCH,), generator=stage.generator)
         null = torch.rand(LM_BATCH, generator=stage.generator) < NULL_WORD_PROB
-        loss = lm_loss(lm, steps_data[idx], words[idx], null)
+        steps = steps_data[idx]
+        loss = lm_loss(lm, steps, words[idx], null, noisy_inputs(steps, input_noise, stage.generator))
         stage.update(loss, max_grad_norm=1.0)
         return {"loss": loss.item()}
 
@@ -190,8 +211,12 @@ def main() -> None:
     parser.add_argument("--lm-steps", type=int, default=LM_STEPS, help=f"decoder training steps (default {LM_STEPS})")
     parser.add_argument("--train-clips", type=int, default=TRAIN_CLIPS,
                         help=f"clips for the codec and the classifier (default {TRAIN_CLIPS})")
+    parser.add_argument("--input-noise", type=float, nargs="+", default=INPUT_NOISE, metavar="SHARE",
+                        help=f"per codebook, the share of the decoder's training inputs made random (default {INPUT_NOISE})")
     parser.add_argument("--lm-clips", type=int, default=LM_CLIPS, help=f"clips for the decoder (default {LM_CLIPS})")
     args = parser.parse_args()
+    if len(args.input_noise) != CODEC_CONFIG.codebooks or not all(0 <= x <= 1 for x in args.input_noise):
+        parser.error(f"--input-noise takes {CODEC_CONFIG.codebooks} shares in [0, 1], got {args.input_noise}")
     if args.lm_steps < 1 or args.train_clips < 10 or args.lm_clips < 10:
         parser.error(f"--lm-steps must be >= 1 and --train-clips, --lm-clips >= 10, "
                      f"got {args.lm_steps}, {args.train_clips} and {args.lm_clips}")
@@ -206,7 +231,7 @@ def main() -> None:
     print(f"classifier accuracy: held-out clips {accuracy(clf, held_audio, held_labels):.3f}, "
           f"through the codec {accuracy(clf, codec.decode(codec.encode(held_audio[:200])), held_labels[:200]):.3f}")
     codes, code_labels = cached_codes(work, codec, args.lm_clips, (audio, labels))
-    lm = train_lm(work, args.seed, delayed_steps(codes), code_labels, args.lm_steps)
+    lm = train_lm(work, args.seed, delayed_steps(codes), code_labels, args.lm_steps, tuple(args.input_noise))
     with torch.no_grad():
         no_null = torch.zeros(HELDOUT_CLIPS, dtype=torch.bool)
         losses = [lm_loss(lm, delayed_steps(c), y, no_null).item()

@@ -1,5 +1,6 @@
 """The speech training script: its delay pattern is MusicGen's, the loss skips the forced
-slots, and the clip cache continues where an interrupted run stopped."""
+slots, input noise hits each codebook at its own rate, and the clip cache continues where an
+interrupted run stopped."""
 
 import shutil
 
@@ -27,6 +28,34 @@ def test_the_loss_ignores_forced_slots():
     words, null = torch.tensor([1, 2]), torch.tensor([False, True])
     loss = script.lm_loss(lm, steps, words, null)
     assert torch.isfinite(loss) and 3.0 < float(loss) < 6.0  # about log(64) for an untrained model
+
+
+def test_input_noise_hits_each_codebook_at_its_rate_and_keeps_the_pattern():
+    script = load_script("train_speech_model")
+    steps = script.delayed_steps(torch.randint(64, (400, 4, 48)))
+    noisy = script.noisy_inputs(steps, (0.0, 0.1, 0.3, 0.6), torch.Generator().manual_seed(0))
+    pad = steps == 64
+    assert torch.equal(noisy == 64, pad)  # the forced slots stay forced; no random code is the pad
+    changed = (noisy != steps) & ~pad
+    rates = changed.sum((0, 1)) / (~pad).sum((0, 1))
+    # a random code equals the true one 1 time in 64
+    assert rates.tolist() == pytest.approx([0.0, 0.1 * 63 / 64, 0.3 * 63 / 64, 0.6 * 63 / 64], abs=0.01)
+    again = script.noisy_inputs(steps, (0.0, 0.1, 0.3, 0.6), torch.Generator().manual_seed(0))
+    assert torch.equal(noisy, again)
+
+
+def test_the_loss_reads_the_given_inputs_and_scores_the_clean_steps():
+    script = load_script("train_speech_model")
+    torch.manual_seed(0)
+    lm = script.SpeechLM().eval()
+    steps = script.delayed_steps(torch.randint(64, (2, 4, 6)))
+    words, null = torch.tensor([1, 2]), torch.tensor([False, False])
+    noisy = script.noisy_inputs(steps, (0.5,) * 4, torch.Generator().manual_seed(0))
+    clean = script.lm_loss(lm, steps, words, null)
+    assert torch.equal(script.lm_loss(lm, steps, words, null, steps), clean)
+    assert not torch.equal(script.lm_loss(lm, steps, words, null, noisy), clean)
+    # the targets are `steps` whatever the inputs: scoring the noisy codes is another loss
+    assert not torch.equal(script.lm_loss(lm, noisy, words, null, noisy), script.lm_loss(lm, steps, words, null, noisy))
 
 
 @pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is a Debian package (.ci/run installs it)")
