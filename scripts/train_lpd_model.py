@@ -7,13 +7,17 @@ Stages, each checkpointing to the work directory and resuming from there on a re
    tokens: `encode_tokens` of `train_default_model.py`);
 2. `lpd`: an `LPD` decoder as LPD trains it: every image in a uniformly random order,
    every batch in a random group schedule (8 to 256 steps: LPD's tables for 20 and 32,
-   `ramp_group_sizes` for the others), labels dropped to the null class for guidance; the
-   forward under bfloat16 autocast (`--precision`: fast on CPUs with AVX-512 bf16 or AMX,
-   much slower than float32 on CPUs without them). At the end it prints the loss on
-   training and on held-out images, one cell a step in a random order (the joint NLL);
+   `ramp_group_sizes` for the others), labels dropped to the null class for guidance; and,
+   beyond LPD, a `--locality-share` of the batches in the locality-aware orders the
+   pipeline decodes in. The forward runs under bfloat16 autocast (`--precision`: fast on
+   CPUs with AVX-512 bf16 or AMX, much slower than float32 on CPUs without them). At the
+   end it prints the loss on training and on held-out images, one cell a step in a random
+   order (the joint NLL) and in the lpd-20 and lpd-32 groups;
 3. `export`: an `LPDPipeline` (transformer, the shipped VQ and classifier, model_index.json).
 
     PYTHONPATH=. python scripts/train_lpd_model.py           # rerun to resume
+    PYTHONPATH=. python scripts/train_lpd_model.py --init-from mmspec/assets/lpd --work outputs/lpd-more \
+        --steps 6000 --lr 7e-4 --locality-share 0.8          # continue the shipped model
 """
 
 from __future__ import annotations
