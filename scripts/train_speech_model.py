@@ -140,10 +140,9 @@ def lm_loss(lm: SpeechLM, steps: torch.Tensor, words: torch.Tensor, null: torch.
 
 
 def train_lm(work: Path, seed: int, steps_data: torch.Tensor, words: torch.Tensor, total: int,
-             input_noise: tuple[float, ...] | None = None) -> SpeechLM:
+             input_noise: tuple[float, ...] = INPUT_NOISE) -> SpeechLM:
     """`input_noise`: per codebook, the share of teacher-forced input codes made random
-    (`noisy_inputs`; default `INPUT_NOISE`)."""
-    input_noise = INPUT_NOISE if input_noise is None else input_noise
+    (`noisy_inputs`)."""
     torch.manual_seed(seed + 1)
     lm = SpeechLM()
     stage = Stage("lm", work, lm, LM_LR, seed + 1, weight_decay=0.05)

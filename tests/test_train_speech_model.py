@@ -20,12 +20,16 @@ def test_delayed_steps_follow_the_pattern_and_undelay_back():
     assert torch.equal(undelay(steps, 4), codes)
 
 
+def untrained_lm_and_batch(script):
+    """A seeded untrained decoder, and two clips' delayed steps (6 frames) with their words."""
+    torch.manual_seed(0)
+    return script.SpeechLM().eval(), script.delayed_steps(torch.randint(64, (2, 4, 6))), torch.tensor([1, 2])
+
+
 def test_the_loss_ignores_forced_slots():
     script = load_script("train_speech_model")
-    torch.manual_seed(0)
-    lm = script.SpeechLM().eval()
-    steps = script.delayed_steps(torch.randint(64, (2, 4, 6)))
-    words, null = torch.tensor([1, 2]), torch.tensor([False, True])
+    lm, steps, words = untrained_lm_and_batch(script)
+    null = torch.tensor([False, True])
     loss = script.lm_loss(lm, steps, words, null)
     assert torch.isfinite(loss) and 3.0 < float(loss) < 6.0  # about log(64) for an untrained model
 
@@ -46,10 +50,8 @@ def test_input_noise_hits_each_codebook_at_its_rate_and_keeps_the_pattern():
 
 def test_the_loss_reads_the_given_inputs_and_scores_the_clean_steps():
     script = load_script("train_speech_model")
-    torch.manual_seed(0)
-    lm = script.SpeechLM().eval()
-    steps = script.delayed_steps(torch.randint(64, (2, 4, 6)))
-    words, null = torch.tensor([1, 2]), torch.tensor([False, False])
+    lm, steps, words = untrained_lm_and_batch(script)
+    null = torch.tensor([False, False])
     noisy = script.noisy_inputs(steps, (0.5,) * 4, torch.Generator().manual_seed(0))
     clean = script.lm_loss(lm, steps, words, null)
     assert torch.equal(script.lm_loss(lm, steps, words, null, steps), clean)
