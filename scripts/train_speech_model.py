@@ -53,6 +53,8 @@ LM_CLIPS = 40_000  # the decoder's clips: with the first 2000 alone it memorised
 LM_STEPS, LM_BATCH, LM_LR, NULL_WORD_PROB = 6000, 32, 2e-3, 0.1
 CLF_STEPS, CLF_BATCH, CLF_LR = 400, 32, 2e-3
 INPUT_NOISE = (0.05, 0.4, 0.4, 0.4)  # per codebook: see noisy_inputs and docs/audio.md
+NOISE_SOURCES = ("uniform", "model")
+NOISE_SOURCE = "uniform"
 DEFAULT_SAMPLING = {"guidance_scale": 3.0}  # MusicGen's own recipe: CFG 3, temperature 1
 
 
@@ -109,40 +111,61 @@ class SpeechLM(torch.nn.Module):
         self.condition = WordCondition(list(WORDS), DECODER_CONFIG.hidden_size)
 
 
-def noisy_inputs(steps: torch.Tensor, shares: tuple[float, ...], generator: torch.Generator) -> torch.Tensor:
-    """`steps [B, T, K]` with a share `shares[k]` of codebook k's codes replaced by uniformly
-    random codes (pad slots kept).
+def noisy_inputs(steps: torch.Tensor, shares: tuple[float, ...], generator: torch.Generator,
+                 replacements: torch.Tensor | None = None) -> torch.Tensor:
+    """`steps [B, T, K]` with a share `shares[k]` of codebook k's codes replaced (pad slots
+    kept) by `replacements [B, T, K]`, default uniformly random codes.
 
     Trained on such inputs, the decoder leans less on the exact codes of the step before,
     so a step's distribution changes less when Jacobi decoding redraws its predecessor.
     """
     pad = DECODER_CONFIG.pad_token_id
     hit = torch.rand(steps.shape, generator=generator) < torch.tensor(shares)
-    random = torch.randint(DECODER_CONFIG.vocab_size, steps.shape, generator=generator)
-    return torch.where(hit & (steps != pad), random, steps)
+    if replacements is None:
+        replacements = torch.randint(DECODER_CONFIG.vocab_size, steps.shape, generator=generator)
+    return torch.where(hit & (steps != pad), replacements, steps)
+
+
+@torch.no_grad()
+def redrawn_codes(lm: SpeechLM, steps: torch.Tensor, words: torch.Tensor, null: torch.Tensor,
+                  generator: torch.Generator) -> torch.Tensor:
+    """For every slot of `steps [B, T, K]`, a code drawn from the decoder's own distribution
+    there given the true codes before it: what Jacobi decoding puts in a slot it redraws.
+
+    As input noise these teach the decoder to be indifferent to which of its own plausible
+    codes came before, not to codes it would never draw (`--noise-source model`).
+    """
+    probs = lm_logits(lm, steps, words, null).float().softmax(-1)
+    return torch.multinomial(probs.view(-1, probs.shape[-1]), 1, generator=generator).view(steps.shape)
+
+
+def lm_logits(lm: SpeechLM, inputs: torch.Tensor, words: torch.Tensor, null: torch.Tensor) -> torch.Tensor:
+    """Logits `[B, T, K, vocab]` for every slot, teacher-forced after the start token on
+    `inputs [B, T, K]`; `null [B]` rows get MusicGen's null condition."""
+    B, T, K = inputs.shape
+    pad = DECODER_CONFIG.pad_token_id
+    inputs = torch.cat([torch.full((B, 1, K), pad), inputs[:, :-1]], 1)  # start token first
+    states, mask = lm.condition(words)
+    states = states * (~null)[:, None, None]
+    mask = mask * (~null)[:, None]
+    return lm.decoder(input_ids=inputs.permute(0, 2, 1).reshape(B * K, T), encoder_hidden_states=states,
+                      encoder_attention_mask=mask).logits.view(B, K, T, -1).permute(0, 2, 1, 3)
 
 
 def lm_loss(lm: SpeechLM, steps: torch.Tensor, words: torch.Tensor, null: torch.Tensor,
             inputs: torch.Tensor | None = None) -> torch.Tensor:
-    """Cross-entropy of every unforced slot of `steps [B, T, K]`, teacher-forced after the
-    start token on `inputs` (default: `steps` themselves); `null [B]` rows get MusicGen's
-    null condition."""
-    B, T, K = steps.shape
-    pad = DECODER_CONFIG.pad_token_id
-    inputs = torch.cat([torch.full((B, 1, K), pad), (steps if inputs is None else inputs)[:, :-1]], 1)  # start token first
-    states, mask = lm.condition(words)
-    states = states * (~null)[:, None, None]
-    mask = mask * (~null)[:, None]
-    logits = lm.decoder(input_ids=inputs.permute(0, 2, 1).reshape(B * K, T), encoder_hidden_states=states,
-                        encoder_attention_mask=mask).logits.view(B, K, T, -1).permute(0, 2, 1, 3)
-    targets = steps.masked_fill(steps == pad, -100)
+    """Cross-entropy of every unforced slot of `steps [B, T, K]`, teacher-forced on `inputs`
+    (default: `steps` themselves)."""
+    logits = lm_logits(lm, steps if inputs is None else inputs, words, null)
+    targets = steps.masked_fill(steps == DECODER_CONFIG.pad_token_id, -100)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=-100)
 
 
 def train_lm(work: Path, seed: int, steps_data: torch.Tensor, words: torch.Tensor, total: int,
-             input_noise: tuple[float, ...] = INPUT_NOISE) -> SpeechLM:
-    """`input_noise`: per codebook, the share of teacher-forced input codes made random
-    (`noisy_inputs`)."""
+             input_noise: tuple[float, ...] = INPUT_NOISE, noise_source: str = NOISE_SOURCE) -> SpeechLM:
+    """`input_noise`: per codebook, the share of teacher-forced input codes replaced
+    (`noisy_inputs`) by uniformly random codes (`noise_source` "uniform") or by the
+    decoder's own redraws (`redrawn_codes`, "model")."""
     torch.manual_seed(seed + 1)
     lm = SpeechLM()
     stage = Stage("lm", work, lm, LM_LR, seed + 1, weight_decay=0.05)
@@ -150,8 +173,9 @@ def train_lm(work: Path, seed: int, steps_data: torch.Tensor, words: torch.Tenso
     def step():
         idx = torch.randint(len(steps_data), (LM_BATCH,), generator=stage.generator)
         null = torch.rand(LM_BATCH, generator=stage.generator) < NULL_WORD_PROB
-        steps = steps_data[idx]
-        loss = lm_loss(lm, steps, words[idx], null, noisy_inputs(steps, input_noise, stage.generator))
+        steps, batch_words = steps_data[idx], words[idx]
+        redrawn = redrawn_codes(lm, steps, batch_words, null, stage.generator) if noise_source == "model" else None
+        loss = lm_loss(lm, steps, batch_words, null, noisy_inputs(steps, input_noise, stage.generator, redrawn))
         stage.update(loss, max_grad_norm=1.0)
         return {"loss": loss.item()}
 
@@ -211,7 +235,10 @@ def main() -> None:
     parser.add_argument("--train-clips", type=int, default=TRAIN_CLIPS,
                         help=f"clips for the codec and the classifier (default {TRAIN_CLIPS})")
     parser.add_argument("--input-noise", type=float, nargs="+", default=INPUT_NOISE, metavar="SHARE",
-                        help=f"per codebook, the share of the decoder's training inputs made random (default {INPUT_NOISE})")
+                        help=f"per codebook, the share of the decoder's training inputs replaced (default {INPUT_NOISE})")
+    parser.add_argument("--noise-source", choices=NOISE_SOURCES, default=NOISE_SOURCE,
+                        help="what replaces them: uniformly random codes, or the decoder's own redraws given the "
+                             f"true codes before (default {NOISE_SOURCE})")
     parser.add_argument("--lm-clips", type=int, default=LM_CLIPS, help=f"clips for the decoder (default {LM_CLIPS})")
     args = parser.parse_args()
     if len(args.input_noise) != CODEC_CONFIG.codebooks or not all(0 <= x <= 1 for x in args.input_noise):
@@ -230,7 +257,8 @@ def main() -> None:
     print(f"classifier accuracy: held-out clips {accuracy(clf, held_audio, held_labels):.3f}, "
           f"through the codec {accuracy(clf, codec.decode(codec.encode(held_audio[:200])), held_labels[:200]):.3f}")
     codes, code_labels = cached_codes(work, codec, args.lm_clips, (audio, labels))
-    lm = train_lm(work, args.seed, delayed_steps(codes), code_labels, args.lm_steps, tuple(args.input_noise))
+    lm = train_lm(work, args.seed, delayed_steps(codes), code_labels, args.lm_steps, tuple(args.input_noise),
+                  args.noise_source)
     with torch.no_grad():
         no_null = torch.zeros(HELDOUT_CLIPS, dtype=torch.bool)
         losses = [lm_loss(lm, delayed_steps(c), y, no_null).item()

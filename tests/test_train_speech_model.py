@@ -1,6 +1,6 @@
 """The speech training script: its delay pattern is MusicGen's, the loss skips the forced
-slots, input noise hits each codebook at its own rate, and the clip cache continues where an
-interrupted run stopped."""
+slots, input noise hits each codebook at its own rate with uniform codes or the decoder's own
+redraws, and the clip cache continues where an interrupted run stopped."""
 
 import shutil
 
@@ -61,6 +61,40 @@ def test_the_loss_reads_the_given_inputs_and_scores_the_clean_steps():
 
 
 @pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is a Debian package (.ci/run installs it)")
+def test_input_noise_takes_the_given_replacements():
+    script = load_script("train_speech_model")
+    steps = script.delayed_steps(torch.randint(64, (50, 4, 48)))
+    replacements = (steps + 1) % 64
+    noisy = script.noisy_inputs(steps, (0.2, 0.5, 0.5, 1.0), torch.Generator().manual_seed(0), replacements)
+    pad = steps == 64
+    assert torch.equal(noisy == 64, pad)
+    hit = noisy != steps
+    assert torch.equal(noisy[hit], replacements[hit])
+    assert torch.equal(hit[..., 3], ~pad[..., 3])  # share 1: every code of the last codebook
+
+
+def test_redrawn_codes_follow_the_decoders_distribution_given_the_true_codes_before():
+    script = load_script("train_speech_model")
+    lm, steps, words = untrained_lm_and_batch(script)
+    null = torch.tensor([False, False])
+    with torch.no_grad():
+        lm.decoder.lm_heads[1].weight.mul_(20.0)  # a peaked codebook, so that the draws are not near uniform
+        probs = script.lm_logits(lm, steps, words, null).float().softmax(-1)
+        later_changed = steps.clone()
+        later_changed[:, 5:] = torch.where(later_changed[:, 5:] == 64, 64, (later_changed[:, 5:] + 7) % 64)
+        # slot t's distribution reads the codes before t only
+        assert torch.allclose(script.lm_logits(lm, later_changed, words, null)[:, :5], script.lm_logits(lm, steps, words, null)[:, :5])
+    n = 4000
+    many = steps[:1].expand(n, -1, -1)
+    draws = script.redrawn_codes(lm, many, words[:1].expand(n), null[:1].expand(n), torch.Generator().manual_seed(0))
+    assert draws.shape == many.shape and int(draws.max()) < 64
+    freq = torch.bincount(draws[:, 4, 1], minlength=64) / n
+    assert (freq - probs[0, 4, 1]).abs().max() < 0.03
+    assert float(probs[0, 4, 1].max()) > 0.2  # the check above is not of a flat distribution
+    again = script.redrawn_codes(lm, many, words[:1].expand(n), null[:1].expand(n), torch.Generator().manual_seed(0))
+    assert torch.equal(draws, again)
+
+
 def test_clip_cache_continues_an_interrupted_run(tmp_path, monkeypatch):
     script = load_script("train_speech_model")
     monkeypatch.setattr(script, "CLIP_CHUNK", 2)
