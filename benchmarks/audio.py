@@ -36,6 +36,7 @@ METHODS = [
     DecodingConfig.from_name("sjd"),
     DecodingConfig.from_name("mc-sjd"),
     DecodingConfig.from_name("mc-sjd", init="previous-step"),  # copy drafts along time
+    DecodingConfig.from_name("mc-sjd", branches=3),  # candidate steps (one codebook swapped) under tree attention
     DecodingConfig.from_name("mc-sjd+pcg", init="previous-step"),  # 32 groups of the 64 codes
     DecodingConfig.from_name("mc-sjd+pcg", init="previous-step", pcg_groups=8),  # coarser groups: more relaxed
 ]
@@ -113,7 +114,9 @@ def main() -> None:
             f"{shown} model, {args.per_word} clips x {len(pipe.words)} words per method, "
             f"{clip_s:.3f} s each ({pipe.steps_for(None)} decoder steps of {pipe.codebooks} codebooks), batch 1, "
             f"sampling {pipe.default_sampling | sampling}. Window 16; random first drafts unless init= says otherwise "
-            f"(previous-step: copy each codebook's token from the step before); pcg groups as `PCGRule`'s defaults. "
+            f"(previous-step: copy each codebook's token from the step before); branches=3: beside each of the 4 leading "
+            f"drafts, the draft with one codebook's token swapped for one of its 3 likeliest others, and 3 neighbouring "
+            f"steps, each followed by 2 drafts, under tree attention; pcg groups as `PCGRule`'s defaults. "
             f"Forwards include the prefill; wall time covers decoding and Griffin-Lim, torch on {args.threads} CPU thread(s)."
         ),
         "seed": args.seed,

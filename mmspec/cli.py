@@ -59,12 +59,13 @@ def seed_number(text: str) -> int:
 
 def decoding_configs(args, default: str = DEFAULT_DECODING) -> list:
     """Every decoding a verb runs (bench: `--methods`, others: `--decoding`), each with the
-    same `--window`, `--zipar-window` and `--init`."""
+    same `--window`, `--zipar-window`, `--init` and `--branches`."""
     from mmspec.decoding.config import DecodingConfig
 
     names = args.methods if args.command == "bench" else [args.decoding or default]
     # LPD pipelines name their own decodings (lpd-20, ...); the pipeline checks those
-    return [n if n.startswith("lpd") else DecodingConfig.from_name(n, window=args.window, zipar_window=args.zipar_window, init=args.init)
+    return [n if n.startswith("lpd") else DecodingConfig.from_name(n, window=args.window, zipar_window=args.zipar_window, init=args.init,
+                                                                    branches=args.branches)
             for n in names]
 
 
@@ -299,6 +300,9 @@ def add_decoding(p: argparse.ArgumentParser) -> None:
     p.add_argument("--zipar-window", type=int, default=8, help="ZipAR: open a row when the row above has this many tokens (default 8)")
     p.add_argument("--init", default="random",
                    help="first drafts: random, left, above, previous-frame, lookup, or several joined by + (lookup+above); default random")
+    p.add_argument("--branches", type=int, default=0,
+                   help="Jacobi methods: candidates per codebook beside each of the 4 leading drafts, verified under tree attention "
+                        "(exact; more forward work, fewer forwards); default 0, none")
     p.add_argument("--guidance-scale", type=float, help="classifier-free guidance scale (default: the pipeline's)")
     p.add_argument("--temperature", type=float, help="sampling temperature, 0 = greedy (default: the pipeline's)")
     p.add_argument("--top-k", type=int, help="top-k filter, 0 = off (default: the pipeline's)")

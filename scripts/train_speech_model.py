@@ -18,6 +18,8 @@ and resume from there when the command is rerun:
 Then `export` writes a saved `SpeechPipeline` to `--assets`.
 
     PYTHONPATH=. python scripts/train_speech_model.py            # or rerun to resume
+    PYTHONPATH=. python scripts/train_speech_model.py --init-from mmspec/assets/speech --work outputs/speech-more \
+        --assets outputs/speech-more-assets --lr 7e-4             # continue the shipped decoder
 """
 
 from __future__ import annotations
@@ -162,13 +164,18 @@ def lm_loss(lm: SpeechLM, steps: torch.Tensor, words: torch.Tensor, null: torch.
 
 
 def train_lm(work: Path, seed: int, steps_data: torch.Tensor, words: torch.Tensor, total: int,
-             input_noise: tuple[float, ...] = INPUT_NOISE, noise_source: str = NOISE_SOURCE) -> SpeechLM:
+             input_noise: tuple[float, ...] = INPUT_NOISE, noise_source: str = NOISE_SOURCE, lr: float = LM_LR,
+             init=None) -> SpeechLM:
     """`input_noise`: per codebook, the share of teacher-forced input codes replaced
     (`noisy_inputs`) by uniformly random codes (`noise_source` "uniform") or by the
-    decoder's own redraws (`redrawn_codes`, "model")."""
+    decoder's own redraws (`redrawn_codes`, "model"). `init`: a saved `SpeechPipeline`
+    whose decoder and word table the stage starts from (a checkpoint in `work` wins)."""
     torch.manual_seed(seed + 1)
     lm = SpeechLM()
-    stage = Stage("lm", work, lm, LM_LR, seed + 1, weight_decay=0.05)
+    if init is not None:
+        lm.decoder.load_state_dict(init.decoder.state_dict())
+        lm.condition.load_state_dict(init.condition.state_dict())
+    stage = Stage("lm", work, lm, lr, seed + 1, weight_decay=0.05)
 
     def step():
         idx = torch.randint(len(steps_data), (LM_BATCH,), generator=stage.generator)
@@ -180,7 +187,7 @@ def train_lm(work: Path, seed: int, steps_data: torch.Tensor, words: torch.Tenso
         return {"loss": loss.item()}
 
     if stage.step < total:
-        stage.run(total, LM_LR, warmup=100, step_fn=step)
+        stage.run(total, lr, warmup=100, step_fn=step)
     return lm.eval()
 
 
@@ -240,6 +247,10 @@ def main() -> None:
                         help="what replaces them: uniformly random codes, or the decoder's own redraws given the "
                              f"true codes before (default {NOISE_SOURCE})")
     parser.add_argument("--lm-clips", type=int, default=LM_CLIPS, help=f"clips for the decoder (default {LM_CLIPS})")
+    parser.add_argument("--lr", type=float, default=LM_LR, help=f"the decoder's peak learning rate (default {LM_LR})")
+    parser.add_argument("--init-from", metavar="FOLDER",
+                        help="continue a saved speech pipeline: its decoder and word table start the lm stage (fresh "
+                             "optimizer and schedule); its codec must be the one this work folder fits")
     args = parser.parse_args()
     if len(args.input_noise) != CODEC_CONFIG.codebooks or not all(0 <= x <= 1 for x in args.input_noise):
         parser.error(f"--input-noise takes {CODEC_CONFIG.codebooks} shares in [0, 1], got {args.input_noise}")
@@ -257,8 +268,15 @@ def main() -> None:
     print(f"classifier accuracy: held-out clips {accuracy(clf, held_audio, held_labels):.3f}, "
           f"through the codec {accuracy(clf, codec.decode(codec.encode(held_audio[:200])), held_labels[:200]):.3f}")
     codes, code_labels = cached_codes(work, codec, args.lm_clips, (audio, labels))
+    init = None
+    if args.init_from:
+        from mmspec.pipelines.audio import SpeechPipeline
+
+        init = SpeechPipeline.from_pretrained(args.init_from)
+        if not torch.equal(init.codec.codebook, codec.codebook):
+            parser.error(f"--init-from {args.init_from}: its codec is not the one fitted in {work}; its decoder speaks other codes")
     lm = train_lm(work, args.seed, delayed_steps(codes), code_labels, args.lm_steps, tuple(args.input_noise),
-                  args.noise_source)
+                  args.noise_source, args.lr, init)
     with torch.no_grad():
         no_null = torch.zeros(HELDOUT_CLIPS, dtype=torch.bool)
         losses = [lm_loss(lm, delayed_steps(c), y, no_null).item()

@@ -124,3 +124,16 @@ def test_code_cache_continues_an_interrupted_run_and_codes_the_clips(tmp_path, m
     codes, labels = script.cached_codes(tmp_path / "spoken", codec, 3, silent)
     assert torch.equal(codes[:2], codec.encode(silent[0])) and labels.tolist() == [7, 7, 2]
     assert torch.equal(codes[2], codec.encode(load_split("train", 3)[0])[2])
+
+
+def test_init_from_starts_the_decoder_and_word_table_from_the_given_weights(tmp_path):
+    script = load_script("train_speech_model")
+    torch.manual_seed(5)  # train_lm seeds seed + 1 itself
+    init = script.SpeechLM()
+    _, steps, words = untrained_lm_and_batch(script)
+    lm = script.train_lm(tmp_path, 0, steps, words, 0, init=init)  # no step: the starting point itself
+    for mine, given in ((lm.decoder, init.decoder), (lm.condition, init.condition)):
+        for (name, a), b in zip(mine.state_dict().items(), given.state_dict().values()):
+            assert torch.equal(a, b), name
+    fresh = script.train_lm(tmp_path / "fresh", 0, steps, words, 0)
+    assert not torch.equal(fresh.condition.embedding.weight, init.condition.embedding.weight)

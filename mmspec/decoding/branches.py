@@ -6,7 +6,9 @@ the forward yields nothing more. Branches feed, in the same forward and under tr
 attention (`CallTree`), candidates for the position of slot j beside its draft: the
 tokens next to it (left, above, ... along the layout's axes; images repeat them) and the
 m most likely tokens of q_j (the p that slot got in the last forward), each followed by
-the window's next drafts. When x is one of them, that candidate's outputs are
+the window's next drafts. A step of K tokens (the codebooks of an audio frame) is one
+candidate each: the steps next to it, and its draft with one codebook's token swapped for
+one of that codebook's m most likely others. When x is one of them, that candidate's outputs are
 p for the positions after it on committed context: the drafts behind it are verified as a
 small window of their own, and the forward commits at least one more token.
 
@@ -22,7 +24,8 @@ Its drafts were drawn from their recorded q before any of this forward's draws, 
 verified with uniforms of their own.
 
 Names: a window's branch nodes are indexed (j, k, i): the slot j they branch at, the
-candidate k, and i = 0 for the candidate itself, 1.. for the drafts that follow it.
+candidate k, and i = 0 for the candidate itself, 1.. for the drafts that follow it. Every
+node is a whole step: K tokens, the last dimension of every token tensor here.
 """
 
 from __future__ import annotations
@@ -42,17 +45,17 @@ from mmspec.kernels.verify import verify
 class BranchNodes:
     """The branch nodes of every window `[B, R, D, C, c + 1]` and where they sit in the call."""
 
-    tokens: torch.Tensor  # long, -1 where the node is not fed
+    tokens: torch.Tensor  # long [..., K], -1 where the node is not fed
     valid: torch.Tensor  # bool
     acts_as: torch.Tensor  # long: the position the node stands for
     index: torch.Tensor  # long: the node's input index in the forward
-    chain_q: torch.Tensor  # [B, R, D, C, c, V]: q of the drafts behind each candidate
+    chain_q: torch.Tensor  # [B, R, D, C, c, K, V]: q of the drafts behind each candidate
 
 
 @dataclass
 class BranchCarry:
-    """What a branch keeps for the next forward: its candidate `[B, R, D, C]` (-1 = none)
-    and its next drafts `[B, R, D, C, c]` with their q (the p its nodes computed)."""
+    """What a branch keeps for the next forward: its candidate `[B, R, D, C, K]` (-1 = none)
+    and its next drafts `[B, R, D, C, c, K]` with their q (the p its nodes computed)."""
 
     tokens: torch.Tensor
     chain: torch.Tensor
@@ -65,21 +68,19 @@ class BranchCarry:
         gone = src >= D
         src = src.clamp(max=D - 1)
         take = lambda x: x.gather(2, src.view(*src.shape, *([1] * (x.dim() - 3))).expand(-1, -1, -1, *x.shape[3:]))
-        return BranchCarry(take(self.tokens).masked_fill(gone[..., None], -1), take(self.chain), take(self.chain_q))
+        return BranchCarry(take(self.tokens).masked_fill(gone[..., None, None], -1), take(self.chain), take(self.chain_q))
 
 
 def check_branches(session, layout, processors) -> None:
     if not getattr(session, "supports_tree", False):
         raise ValueError(f"branches need tree attention, which {type(session).__name__} does not offer; decode with branches=0")
-    if layout.tokens_per_step != 1:
-        raise ValueError("branches take one token per step; this layout has several")
     if processors:
         raise ValueError("branches do not run logits processors; decode with branches=0 or without processors")
 
 
 def extra_branch_positions(R: int, config, layout) -> int:
     """Scratch positions the branch nodes of one forward are written at."""
-    per_slot = config.branches + 3 * len(layout.axes) * len(layout.axes)  # q's, then the neighbours
+    per_slot = config.branches * layout.tokens_per_step + 3 * len(layout.axes) * len(layout.axes)  # q's, then the neighbours
     return R * min(config.branch_slots, config.window) * per_slot * (config.branch_length + 1)
 
 
@@ -110,34 +111,46 @@ def neighbour_sources(layout) -> torch.Tensor:
 
 
 def candidates(loop, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each leading slot's candidates, long `[B, R, D, C]` and whether each is one: the
-    tokens next to its position (what it sees there: committed tokens or the window's
-    drafts before it), then the m most likely tokens of its carried q (from the windows'
-    dense q `[B, R, L, V]`), without repeats and without the slot's own draft."""
-    B, R, L = loop.B, loop.R, loop.L
+    """Each leading slot's candidate steps, long `[B, R, D, C, K]` and whether each is one:
+    the steps next to its position (what it sees there: committed steps or the window's
+    drafts before it), then its draft with one codebook's token replaced by one of the m
+    most likely others of its carried q (from the windows' dense q `[B, R, L, K, V]`; with
+    K = 1, the m most likely tokens), without repeats, without the slot's own draft, and
+    only steps the layout allows there."""
+    B, R, L, K = loop.B, loop.R, loop.L, loop.K
     D, m = min(loop.config.branch_slots, L), loop.config.branches
-    draft = loop.drafts[..., :D, 0]
+    draft = loop.drafts[:, :, :D]  # [B, R, D, K]
     pos = (loop.n[..., None] + torch.arange(D, device=loop.device)).clamp(max=loop.T - 1)  # [B, R, D]
-    src = loop.branch_sources[pos]  # [B, R, D, C]
-    known = torch.where(loop.committed, loop.tokens[..., 0], -1)  # [B, T]
-    near = known.gather(1, src.clamp(min=0).view(B, -1)).view_as(src)
+    src = loop.branch_sources[pos]  # [B, R, D, C_near]
+    known = torch.where(loop.committed[..., None], loop.tokens, -1)  # [B, T, K]
+    near = known.gather(1, src.clamp(min=0).view(B, -1, 1).expand(-1, -1, K)).view(*src.shape, K)
     in_window = src - loop.n[..., None, None]  # the window slot of a source at or after n
-    from_draft = loop.drafts[..., 0].gather(2, in_window.clamp(0, L - 1).view(B, R, -1)).view_as(src)
-    near = torch.where(in_window >= 0, from_draft, near).masked_fill(src < 0, -1)
-    q = q[:, :, :D] * loop.q_carried[..., :D, None]  # one-hot first drafts offer none of their own
-    mass, likely = q.scatter(-1, draft.clamp(min=0)[..., None], 0.0).topk(min(m, loop.V), dim=-1)
-    tokens = torch.cat([near, torch.where(mass > 0, likely, -1)], -1)
-    C = tokens.shape[-1]
+    from_draft = loop.drafts.gather(2, in_window.clamp(0, L - 1).view(B, R, -1, 1).expand(-1, -1, -1, K)).view_as(near)
+    near = torch.where((in_window >= 0)[..., None], from_draft, near).masked_fill((src < 0)[..., None], -1)
+    q = q[:, :, :D] * loop.q_carried[..., :D, None, None]  # one-hot first drafts offer none of their own
+    mass, likely = q.scatter(-1, draft.clamp(min=0)[..., None], 0.0).topk(min(m, loop.V), dim=-1)  # [B, R, D, K, m]
+    likely = torch.where(mass > 0, likely, -1)
+    # codebook k's alternatives: the draft step with token k replaced
+    swapped = draft[..., None, None, :].expand(-1, -1, -1, K, likely.shape[-1], -1).clone()  # [B, R, D, K, m, K]
+    codebook = torch.arange(K, device=loop.device)
+    swapped[..., codebook, :, codebook] = likely.movedim(3, 0)
+    swapped = swapped.masked_fill((likely < 0)[..., None], -1).flatten(3, 4)
+    tokens = torch.cat([near, swapped], 3)  # [B, R, D, C, K]
+    C = tokens.shape[3]
     earlier = torch.ones(C, C, dtype=torch.bool, device=loop.device).tril(-1)
-    repeat = ((tokens[..., :, None] == tokens[..., None, :]) & earlier).any(-1)
-    ok = (tokens >= 0) & ~repeat & (tokens != draft[..., None])
+    repeat = (((tokens[..., :, None, :] == tokens[..., None, :, :]).all(-1)) & earlier).any(-1)
+    allowed = allowed_steps(loop.layout, pos)
+    if allowed is not None:  # [B, R, D, K, V]: forced slots hold their token
+        fits = allowed[..., None, :, :].expand(-1, -1, -1, C, -1, -1).gather(-1, tokens.clamp(min=0)[..., None])
+        repeat |= ~fits[..., 0].all(-1)
+    ok = (tokens >= 0).all(-1) & ~repeat & (tokens != draft[..., None, :]).any(-1)
     return tokens, ok
 
 
 def add_branches(loop, live: torch.Tensor, inputs):
     """Appends the branch nodes of the live windows to `inputs` and gives them tree
     attention; returns the extended inputs and the nodes."""
-    B, R, L, S, T, device = loop.B, loop.R, loop.L, loop.S, loop.T, loop.device
+    B, R, L, S, T, K, device = loop.B, loop.R, loop.L, loop.S, loop.T, loop.K, loop.device
     D, c = min(loop.config.branch_slots, L), loop.config.branch_length
     q = window_q(loop)
     cand, cand_ok = candidates(loop, q)
@@ -149,22 +162,22 @@ def add_branches(loop, live: torch.Tensor, inputs):
     main_fed = main_fed.view(B, R, S)[..., 1:]  # [B, R, L]: slot's draft is fed
     follow = (j[:, None] + i[None, :]).clamp(max=L - 1)  # [D, c+1]: slot of node (j, ., i)
     fed = main_fed[:, :, follow] & ((j[:, None] + i[None, :]) < L)  # [B, R, D, c+1]
-    C = cand.shape[-1]  # candidates per slot
+    C = cand.shape[3]  # candidates per slot
     # behind each candidate: the drafts it kept from the last forward if it was a candidate
     # there too, else the window's own drafts (stale: they followed the window's draft)
-    chain = loop.drafts[:, :, follow[:, 1:], 0][:, :, :, None].expand(-1, -1, -1, C, -1)  # [B, R, D, C, c]
-    chain_q = q[:, :, follow[:, 1:]][:, :, :, None].expand(-1, -1, -1, C, -1, -1)
+    chain = loop.drafts[:, :, follow[:, 1:]][:, :, :, None].expand(-1, -1, -1, C, -1, -1)  # [B, R, D, C, c, K]
+    chain_q = q[:, :, follow[:, 1:]][:, :, :, None].expand(-1, -1, -1, C, -1, -1, -1)  # [B, R, D, C, c, K, V]
     carry = loop.branch_carry
     if carry is not None:
-        same = (cand[..., :, None] == carry.tokens[..., None, :]) & (carry.tokens >= 0)[..., None, :]
+        same = (cand[..., :, None, :] == carry.tokens[..., None, :, :]).all(-1) & (carry.tokens >= 0).all(-1)[..., None, :]
         src = same.int().argmax(-1)  # [B, R, D, C]
-        kept = carry.chain.gather(3, src[..., None].expand(-1, -1, -1, -1, c))
-        use = same.any(-1)[..., None] & (kept >= 0)
+        kept = carry.chain.gather(3, src[..., None, None].expand(-1, -1, -1, -1, c, K))
+        use = same.any(-1)[..., None, None] & (kept >= 0).all(-1, keepdim=True)
         chain = torch.where(use, kept, chain)
-        kept_q = carry.chain_q.gather(3, src[..., None, None].expand(-1, -1, -1, -1, c, loop.V))
+        kept_q = carry.chain_q.gather(3, src[..., None, None, None].expand(-1, -1, -1, -1, c, K, loop.V))
         chain_q = torch.where(use[..., None], kept_q, chain_q)
-    tokens = torch.cat([cand[..., None], chain], -1)
-    valid = live[..., None, None, None] & cand_ok[..., None] & fed[:, :, :, None, :] & (tokens >= 0)
+    tokens = torch.cat([cand[..., None, :], chain], 4)  # [B, R, D, C, c + 1, K]
+    valid = live[..., None, None, None] & cand_ok[..., None] & fed[:, :, :, None, :] & (tokens >= 0).all(-1)
     valid = valid.long().cumprod(-1).bool()
     acts_as = (loop.n[..., None, None] + follow)[:, :, :, None, :].expand(B, R, D, C, c + 1)
 
@@ -174,7 +187,7 @@ def add_branches(loop, live: torch.Tensor, inputs):
     take = order[:, :M2]
     node_valid = flat_valid.gather(1, take)
     scratch = T + M0 + torch.arange(M2, device=device).expand(B, M2)
-    node_tokens = torch.where(node_valid, tokens.reshape(B, -1).gather(1, take), 0)
+    node_tokens = torch.where(node_valid[..., None], tokens.reshape(B, -1, K).gather(1, take[..., None].expand(-1, -1, K)), 0)
     node_acts = torch.where(node_valid, acts_as.reshape(B, -1).gather(1, take), scratch)
     index = torch.full((B, R * D * C * (c + 1)), -1, dtype=torch.long, device=device)
     index.scatter_(1, take, torch.where(node_valid, M0 + torch.arange(M2, device=device), -1))
@@ -197,21 +210,21 @@ def add_branches(loop, live: torch.Tensor, inputs):
     tree = CallTree(acts_as=torch.cat([main_pos, node_acts], 1), visible=visible)
     extended = replace(
         inputs,
-        tokens=torch.cat([inputs.tokens, node_tokens[..., None].expand(-1, -1, loop.K)], 1),
+        tokens=torch.cat([inputs.tokens, node_tokens], 1),
         positions=torch.cat([main_pos, scratch], 1),
         tree=tree,
     )
     shape = (B, R, D, C, c + 1)
-    return extended, BranchNodes(tokens.masked_fill(~valid, -1), valid, acts_as, index.view(shape), chain_q)
+    return extended, BranchNodes(tokens.masked_fill(~valid[..., None], -1), valid, acts_as, index.view(shape), chain_q)
 
 
 def window_q(loop) -> torch.Tensor:
-    """Dense q `[B, R, L, V]` of every window slot's draft: its carried p, or one-hot."""
-    q = F.one_hot(loop.drafts[..., 0].clamp(min=0), loop.V).float()
+    """Dense q `[B, R, L, K, V]` of every window slot's draft: its carried p, or one-hot."""
+    q = F.one_hot(loop.drafts.clamp(min=0), loop.V).float()
     rows = loop.q_row >= 0
     if bool(rows.any()):
-        carried = loop.q_carried[rows][..., None]
-        q[rows] = torch.where(carried, loop.q_dense[loop.q_row[rows], :, 0], q[rows])
+        carried = loop.q_carried[rows][..., None, None]
+        q[rows] = torch.where(carried, loop.q_dense[loop.q_row[rows]], q[rows])
     return q
 
 
@@ -241,9 +254,9 @@ def verify_branches(loop, nodes: BranchNodes, logits: GuidedLogits, out, b: torc
     num_slots = valid.sum(-1)
     has_draft = valid.roll(-1, 1)
     has_draft[:, -1] = False
-    branch_drafts = torch.where(has_draft, nodes.tokens.view(rows, c + 1).roll(-1, 1), -1)[..., None]
-    branch_q = torch.cat([nodes.chain_q.reshape(rows, c, V), torch.zeros(rows, 1, V, device=loop.device)], 1)
-    branch_q = (branch_q * has_draft[..., None])[:, :, None]
+    branch_drafts = torch.where(has_draft[..., None], nodes.tokens.view(rows, c + 1, K).roll(-1, 1), -1)
+    branch_q = torch.cat([nodes.chain_q.reshape(rows, c, K, V), torch.zeros(rows, 1, K, V, device=loop.device)], 1)
+    branch_q = branch_q * has_draft[..., None, None]
     res = verify(
         None, branch_q, branch_drafts, num_slots, accept_u, sample_u,
         target_logits=target, sampling=loop.sampling, allowed=allowed_steps(loop.layout, predicts),
@@ -251,17 +264,18 @@ def verify_branches(loop, nodes: BranchNodes, logits: GuidedLogits, out, b: torc
     )
     next_ok = valid[:, :c]  # node i - 1 computed the p that draft i follows
     loop.branch_carry = BranchCarry(
-        tokens=torch.where(nodes.valid[..., 0], nodes.tokens[..., 0], -1),
-        chain=torch.where(next_ok, res.tokens[:, :c, 0], -1).view(B, R, D, C, c),
-        chain_q=res.target_probs[:, :c, 0].reshape(B, R, D, C, c, V),
+        tokens=torch.where(nodes.valid[..., 0, None], nodes.tokens[..., 0, :], -1),
+        chain=torch.where(next_ok[..., None], res.tokens[:, :c], -1).view(B, R, D, C, c, K),
+        chain_q=res.target_probs[:, :c].reshape(B, R, D, C, c, K, V),
     )
 
     keep = torch.zeros_like(nodes.valid)
     a = out.accepted
-    x = out.tokens.gather(1, a.clamp(max=S - 1)[:, None, None].expand(-1, 1, K))[:, 0, 0]
-    rejected = (out.committed == a + 1) & (a < D) & (drafts.gather(1, a.clamp(max=S - 1)[:, None, None])[:, 0, 0] >= 0)
+    x = out.tokens.gather(1, a.clamp(max=S - 1)[:, None, None].expand(-1, 1, K))[:, 0]  # [N, K]
+    drafted = (drafts.gather(1, a.clamp(max=S - 1)[:, None, None].expand(-1, 1, K))[:, 0] >= 0).all(-1)
+    rejected = (out.committed == a + 1) & (a < D) & drafted
     at = a.clamp(max=D - 1)
-    match = (nodes.tokens[b, r, at, :, 0] == x[:, None]) & nodes.valid[b, r, at, :, 0] & rejected[:, None]
+    match = (nodes.tokens[b, r, at, :, 0] == x[:, None]).all(-1) & nodes.valid[b, r, at, :, 0] & rejected[:, None]
     hit = match.any(-1).nonzero()[:, 0]
     if len(hit) == 0:
         return out, keep

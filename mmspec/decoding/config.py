@@ -58,7 +58,8 @@ class DecodingConfig:
             lookup decoding ("prompt-lookup": SJD, "phrase-lookup" drafts), for text that
             repeats its prompt with some words changed.
         branches (`int`, defaults to 0): candidate tokens fed beside the draft of each of the
-            first `branch_slots` window slots, under tree attention, each followed by
+            first `branch_slots` window slots (per codebook for steps of K tokens: the draft
+            step with one token swapped), under tree attention, each followed by
             `branch_length` of the window's next drafts; when a draft is rejected and the
             token drawn instead is a candidate, its branch goes on verifying in the same
             forward (`mmspec.decoding.branches`; exact). Each branch keeps its own next
@@ -91,10 +92,11 @@ class DecodingConfig:
             check_count("window", self.window)
         if self.redraft and self.method == "ar":
             raise ValueError("redraft drafts for Jacobi windows; use it with sjd or mc-sjd")
+        if isinstance(self.branches, bool) or not isinstance(self.branches, int) or self.branches < 0:
+            raise ValueError(f"branches must be an integer >= 0 (0: none), got {self.branches!r}")
         if self.branches:
             if self.method == "ar" or self.redraft:
                 raise ValueError("branches grow from the drafts of Jacobi windows; use them with sjd or mc-sjd, without redraft")
-            check_count("branches", self.branches)
             check_count("branch_slots", self.branch_slots)
             if self.branch_length < 0:
                 raise ValueError(f"branch_length must be >= 0, got {self.branch_length}")

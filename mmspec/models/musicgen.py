@@ -27,7 +27,7 @@ from torch import nn
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.masking_utils import create_bidirectional_mask
 
-from mmspec.core.contracts import GuidedLogits
+from mmspec.core.contracts import CallTree, GuidedLogits
 from mmspec.core.layout import TokenLayout
 from mmspec.models.hf_session import SlotCache, additive_mask, allocate_cache, check_attention_kernel
 from mmspec.models.kv_cache import CachedSession
@@ -159,7 +159,11 @@ class MusicgenSession(CachedSession):
     decoder's `encoder_hidden_states [B, L, hidden]` and mask `[B, L]`; decoder position 0
     holds the start token, generated step t sits at position t + 1. The engine's scratch
     slots past the end (padding inputs, whose logits nobody reads) take the last sinusoid,
-    so that the decoder's position table need only cover the steps."""
+    so that the decoder's position table need only cover the steps. Tree attention
+    (`CallTree`, for branches): an input written at a scratch slot takes the sinusoid and
+    the view of the position it stands for."""
+
+    supports_tree = True
 
     def __init__(self, model: nn.Module, states: torch.Tensor, mask: torch.Tensor, *, guided: bool, steps: int,
                  extra_positions: int = 0):
@@ -183,13 +187,16 @@ class MusicgenSession(CachedSession):
         self.cache.commit(slot0, torch.ones_like(slot0, dtype=torch.bool))
         self._prefill = self.split(logits)
 
-    def run(self, tokens: torch.Tensor, slots: torch.Tensor, segments: torch.Tensor | None = None) -> torch.Tensor:
+    def run(self, tokens: torch.Tensor, slots: torch.Tensor, segments: torch.Tensor | None = None,
+            acts_as: torch.Tensor | None = None, visible: torch.Tensor | None = None) -> torch.Tensor:
         """Logits `[R, n, K, V + 1]` of steps `tokens [R, n, K]` at decoder positions `slots
-        [R, n]`; the last id (pad) gets logit 0, which only forced slots allow."""
+        [R, n]` (standing for `acts_as`, seeing `visible` of the call: tree attention); the
+        last id (pad) gets logit 0, which only forced slots allow."""
         d = self.decoder
+        at = slots if acts_as is None else acts_as
         h = sum(d.embed_tokens[k](tokens[..., k]) for k in range(d.num_codebooks))
-        h = h + d.embed_positions.weights[slots.clamp_max(self.last_position)].to(h.dtype)
-        mask = additive_mask(self.cache.attention_mask(slots, segments), h.dtype)
+        h = h + d.embed_positions.weights[at.clamp_max(self.last_position)].to(h.dtype)
+        mask = additive_mask(self.cache.attention_mask(slots, segments, None, acts_as, visible), h.dtype)
         cross_mask = create_bidirectional_mask(config=d.config, inputs_embeds=h, attention_mask=self.text_mask,
                                                encoder_hidden_states=self.text)
         cache = SlotEncoderDecoderCache(SlotCache(self.cache, slots), self.cross, self.is_updated)
@@ -200,10 +207,14 @@ class MusicgenSession(CachedSession):
         return torch.cat([logits, logits.new_zeros(*logits.shape[:-1], 1)], -1)
 
     @torch.no_grad()
-    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor | None = None) -> GuidedLogits:
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor | None = None,
+                tree: CallTree | None = None) -> GuidedLogits:
         self.check_inputs(tokens[..., 0], positions)
         segs = None if segments is None else self.rows(segments)
-        return self.split(self.run(self.rows(tokens), self.slots(positions), segs))
+        acts_as = visible = None
+        if tree is not None:
+            acts_as, visible = self.slots(tree.acts_as), self.rows(tree.visible)
+        return self.split(self.run(self.rows(tokens), self.slots(positions), segs, acts_as, visible))
 
 
 class WordCondition(nn.Module):

@@ -119,9 +119,9 @@ def test_neighbour_candidates_on_a_grid():
 def test_branch_carry_slides_with_the_window():
     from mmspec.decoding.branches import BranchCarry
 
-    tokens = torch.arange(6).view(1, 1, 3, 2)  # [B, R, D=3, C=2]
-    carry = BranchCarry(tokens, tokens[..., None] + 10, tokens[..., None, None].float().expand(-1, -1, -1, -1, 1, 4))
+    tokens = torch.arange(6).view(1, 1, 3, 2, 1)  # [B, R, D=3, C=2, K=1]
+    carry = BranchCarry(tokens, tokens[..., None, :] + 10, tokens[..., None, :, None].float().expand(-1, -1, -1, -1, 1, 1, 4))
     slid = carry.slide(torch.tensor([[1]]))
-    assert slid.tokens.tolist() == [[[[2, 3], [4, 5], [-1, -1]]]]
-    assert slid.chain[0, 0, :2, :, 0].tolist() == [[12, 13], [14, 15]]
-    assert slid.chain_q[0, 0, 1, 1, 0].tolist() == [5.0] * 4
+    assert slid.tokens[..., 0].tolist() == [[[[2, 3], [4, 5], [-1, -1]]]]
+    assert slid.chain[0, 0, :2, :, 0, 0].tolist() == [[12, 13], [14, 15]]
+    assert slid.chain_q[0, 0, 1, 1, 0, 0].tolist() == [5.0] * 4

@@ -13,6 +13,8 @@ from mmspec.audio import check_wav_path, read_wav, write_wav
 from mmspec.cli import main
 from mmspec.core.contracts import GuidedLogits
 from mmspec.core.sampling import target_probs
+from mmspec.decoding import jacobi
+from mmspec.decoding.branches import commit_branches
 from mmspec.decoding.config import DecodingConfig
 from mmspec.metrics.losslessness import all_sequences, chi_square
 from mmspec.models.musicgen import MusicgenLM, WordCondition, delay_pattern
@@ -27,7 +29,8 @@ def pipe():
     return p
 
 
-@pytest.mark.parametrize("decoding", ["sjd", "mc-sjd", DecodingConfig.from_name("mc-sjd", init="previous-step")],
+@pytest.mark.parametrize("decoding", ["sjd", "mc-sjd", DecodingConfig.from_name("mc-sjd", init="previous-step"),
+                                      DecodingConfig.from_name("mc-sjd", branches=2)],
                          ids=lambda d: d if isinstance(d, str) else d.describe())
 @pytest.mark.parametrize("guidance_scale", [1.0, 3.0])
 def test_greedy_jacobi_equals_ar(pipe, decoding, guidance_scale):
@@ -38,11 +41,18 @@ def test_greedy_jacobi_equals_ar(pipe, decoding, guidance_scale):
     assert torch.equal(out.codes, ar.codes) and out.codes.shape == (2, 4, 14)
 
 
-def test_frame_wise_verification_is_lossless_under_the_delay_pattern():
-    """Every sequence of a 2-codebook, 3-step, V = 2 word-conditioned MusicGen (4 free slots,
-    the pattern's corners forced): MC-SJD with copy drafts along time and guidance,
+@pytest.mark.parametrize(
+    "decoding, T",
+    [(DecodingConfig.from_name("mc-sjd", window=3, init="previous-step"), 3),
+     (DecodingConfig.from_name("mc-sjd", window=4, branches=1, branch_slots=2, branch_length=2), 5)],
+    ids=lambda x: x.describe() if isinstance(x, DecodingConfig) else f"{x}-steps",
+)
+def test_frame_wise_verification_is_lossless_under_the_delay_pattern(decoding, T, monkeypatch):
+    """Every sequence of a 2-codebook, T-step, V = 2 word-conditioned MusicGen (the
+    pattern's corners forced): MC-SJD with copy drafts along time, or with branches
+    (candidate frames under tree attention, which must commit some steps), and guidance,
     chi-square at a fixed seed against the probabilities computed by teacher forcing."""
-    V, K, T, N = 2, 2, 3, 20_000
+    V, K, N = 2, 2, 20_000
     torch.manual_seed(0)
     config = tf.MusicgenDecoderConfig(vocab_size=V, num_codebooks=K, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                       ffn_dim=32, max_position_embeddings=8, pad_token_id=V, bos_token_id=V,
@@ -61,13 +71,16 @@ def test_frame_wise_verification_is_lossless_under_the_delay_pattern():
     positions = torch.arange(T).expand(len(sequences), -1)
     p = target_probs(both, positions, sampling, lm.layout().allowed_at(positions)).double()
     probs = p.gather(-1, sequences[..., None])[..., 0].prod(-1).prod(-1)
-    tokens, stats = generate(lm, torch.ones(N, dtype=torch.long), DecodingConfig.from_name("mc-sjd", window=3, init="previous-step"),
-                             sampling, generator=torch.Generator().manual_seed(3))
+    kept = []
+    monkeypatch.setattr(jacobi, "commit_branches", lambda loop, nodes, keep, committed: (
+        kept.append(int(keep.sum())), commit_branches(loop, nodes, keep, committed)))
+    tokens, stats = generate(lm, torch.ones(N, dtype=torch.long), decoding, sampling, generator=torch.Generator().manual_seed(3))
     index = {tuple(s.flatten().tolist()): i for i, s in enumerate(sequences)}
     counts = torch.bincount(torch.tensor([index[tuple(s.flatten().tolist())] for s in tokens]), minlength=len(sequences))
     assert abs(float(probs.sum()) - 1) < 1e-6
     assert chi_square(counts, probs).p_value > 1e-3
     assert stats.forward_passes_per_sample.float().mean() < T + 1  # some steps were accepted
+    assert sum(kept) > N // 40 if decoding.branches else not kept
 
 
 def test_grouped_rule_runs_on_the_mel_codebooks(pipe):
@@ -120,6 +133,10 @@ def test_cli_speaks_words_and_resumable_batches(pipe, tmp_path, capsys):
     assert "unknown word 'seven'" in capsys.readouterr().err
     assert main(["speak", "one", "--out", str(tmp_path / "x.wav"), *common]) == 2
     assert "exists; pass --overwrite" in capsys.readouterr().err
+    assert main(["speak", "two", "--out", str(tmp_path / "z.wav"), "--branches", "2", *common]) == 0
+    assert "branches=2x4 slots" in capsys.readouterr().out
+    assert main(["speak", "two", "--out", str(tmp_path / "z.wav"), "--branches", "-1", *common]) == 2
+    assert "branches must be an integer >= 0" in capsys.readouterr().err
     words = tmp_path / "words.txt"
     words.write_text("one\nzero\n")
     batch = ["speak", "--prompts", str(words), "--out-dir", str(tmp_path / "batch"), *common]
