@@ -36,7 +36,7 @@ METHODS = [
     DecodingConfig.from_name("sjd"),
     DecodingConfig.from_name("mc-sjd"),
     DecodingConfig.from_name("mc-sjd", init="previous-step"),  # copy drafts along time
-    DecodingConfig.from_name("mc-sjd", branches=3),  # candidate steps (one codebook swapped) under tree attention
+    DecodingConfig.from_name("mc-sjd", init="previous-step", branches=4),  # and candidate steps under tree attention
     DecodingConfig.from_name("mc-sjd+pcg", init="previous-step"),  # 32 groups of the 64 codes
     DecodingConfig.from_name("mc-sjd+pcg", init="previous-step", pcg_groups=8),  # coarser groups: more relaxed
 ]
@@ -114,8 +114,8 @@ def main() -> None:
             f"{shown} model, {args.per_word} clips x {len(pipe.words)} words per method, "
             f"{clip_s:.3f} s each ({pipe.steps_for(None)} decoder steps of {pipe.codebooks} codebooks), batch 1, "
             f"sampling {pipe.default_sampling | sampling}. Window 16; random first drafts unless init= says otherwise "
-            f"(previous-step: copy each codebook's token from the step before); branches=3: beside each of the 4 leading "
-            f"drafts, the draft with one codebook's token swapped for one of its 3 likeliest others, and 3 neighbouring "
+            f"(previous-step: copy each codebook's token from the step before); branches=4: beside each of the 4 leading "
+            f"drafts, the draft with one codebook's token swapped for one of its 4 likeliest others, and 3 neighbouring "
             f"steps, each followed by 2 drafts, under tree attention; pcg groups as `PCGRule`'s defaults. "
             f"Forwards include the prefill; wall time covers decoding and Griffin-Lim, torch on {args.threads} CPU thread(s)."
         ),
@@ -124,7 +124,7 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d"),
         **environment(),
     }
-    md, js, png = report(results, Path(args.out), "audio", meta)
+    md, js, png = report(results, Path(args.out), "audio", meta, sample="clip")
     print(md.read_text())
     spectrogram_sheet(pipe, [results[0], results[3]], args.per_word, Path(args.spectrograms))
     print(f"wrote {md}, {js}, {png} and {args.spectrograms} (columns: real, {results[0].method}, {results[3].method})")

@@ -96,9 +96,11 @@ def report_paths(out_dir: str | Path, name: str) -> tuple[Path, Path, Path]:
     return out_dir / f"{name}.md", out_dir / f"{name}.json", out_dir / f"{name}.png"
 
 
-def report(results: list[MethodResult], out_dir: str | Path, name: str, meta: dict) -> tuple[Path, Path, Path]:
+def report(results: list[MethodResult], out_dir: str | Path, name: str, meta: dict,
+           sample: str = "image") -> tuple[Path, Path, Path]:
     """Writes `name.md`, `name.json` and the speed-up plot `name.png` (each atomically); AR
-    (first row named "ar") is the baseline of the ratios."""
+    (first row named "ar") is the baseline of the ratios; `sample` names what one output is
+    in the table's headers."""
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     base = next((r for r in results if r.method == "ar"), results[0])
     quality_keys = sorted({k for r in results for k in r.quality})
@@ -113,7 +115,7 @@ def report(results: list[MethodResult], out_dir: str | Path, name: str, meta: di
             "faster_vs_ar": round(base.wall_time_s / r.wall_time_s, 2),
             **{k: round(r.quality[k], 4) for k in quality_keys if k in r.quality},
         })
-    headers = ["method", "exact", "forwards / image", "x fewer forwards", "wall time (s)", "x faster", *quality_keys]
+    headers = ["method", "exact", f"forwards / {sample}", "x fewer forwards", "wall time (s)", "x faster", *quality_keys]
     lines = [f"# {name}", "", f"{meta.get('description', '')}", "",
              "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for row in rows:

@@ -18,11 +18,12 @@ from mmspec.images import commit_heatmap
 from mmspec.models.musicgen import undelay
 from mmspec.pipelines.pipeline_utils import sampling_config
 
-FAST_METHODS = {  # label -> (decoding name, first drafts)
-    "MC-SJD, copy drafts along time": ("mc-sjd", "previous-step"),
-    "MC-SJD": ("mc-sjd", "random"),
-    "SJD": ("sjd", "random"),
-    "MC-SJD + grouped rule (PCG)": ("mc-sjd+pcg", "previous-step"),
+FAST_METHODS = {  # label -> decoding
+    "MC-SJD, copy drafts along time": DecodingConfig.from_name("mc-sjd", init="previous-step"),
+    "MC-SJD": DecodingConfig.from_name("mc-sjd"),
+    "MC-SJD, copy drafts + branches (tree attention)": DecodingConfig.from_name("mc-sjd", init="previous-step", branches=4),
+    "SJD": DecodingConfig.from_name("sjd"),
+    "MC-SJD + grouped rule (PCG)": DecodingConfig.from_name("mc-sjd+pcg", init="previous-step"),
 }
 
 
@@ -38,9 +39,8 @@ def as_gradio_audio(audio: torch.Tensor, sample_rate: int) -> tuple[int, np.ndar
 
 def speak_both(pipe, word: str, label: str, seed: int, sampling: dict):
     """AR and the chosen method from one seed: two clips, a cost table, two heatmaps."""
-    name, init = FAST_METHODS[label]
     clips, rows, maps, baseline = [], [], [], None
-    for config in (DecodingConfig.from_name("ar"), DecodingConfig.from_name(name, init=init)):
+    for config in (DecodingConfig.from_name("ar"), FAST_METHODS[label]):
         out = pipe(word, decoding=config, generator=torch.Generator().manual_seed(seed), **sampling)
         stats = out.stats[0]
         baseline = baseline or stats
