@@ -18,8 +18,10 @@ and resume from there when the command is rerun:
 Then `export` writes a saved `SpeechPipeline` to `--assets`.
 
     PYTHONPATH=. python scripts/train_speech_model.py            # or rerun to resume
-    PYTHONPATH=. python scripts/train_speech_model.py --init-from mmspec/assets/speech --work outputs/speech-more \
-        --assets outputs/speech-more-assets --lr 7e-4             # continue the shipped decoder
+
+To continue a decoder (`--init-from`), run in a copy of the work folder its codec was
+fitted in, without its `lm.pt` (the codes must be that codec's; docs/audio.md has the
+shipped model's commands).
 """
 
 from __future__ import annotations
