@@ -5,7 +5,7 @@ import pytest
 import torch
 import transformers as tf
 
-from mmspec import SamplingConfig, generate
+from mmspec import DecodingConfig, SamplingConfig, generate
 from mmspec.models.musicgen import MusicgenLM, delay_pattern
 
 V, K = 32, 4
@@ -55,7 +55,8 @@ def test_delay_pattern_is_musicgen_s(musicgen):
     assert torch.equal(delay_pattern(steps, K, V), expected)
 
 
-@pytest.mark.parametrize("decoding", ["ar", "sjd", "mc-sjd"])
+@pytest.mark.parametrize("decoding", ["ar", "sjd", "mc-sjd", DecodingConfig.from_name("mc-sjd", branches=2)],
+                         ids=lambda d: d if isinstance(d, str) else d.describe())
 @pytest.mark.parametrize("guidance_scale", [1.0, 3.0])
 def test_greedy_matches_transformers_generate(musicgen, decoding, guidance_scale):
     steps = 12
