@@ -6,11 +6,12 @@ the forward yields nothing more. Branches feed, in the same forward and under tr
 attention (`CallTree`), candidates for the position of slot j beside its draft: the
 tokens next to it (left, above, ... along the layout's axes; images repeat them) and the
 m most likely tokens of q_j (the p that slot got in the last forward), each followed by
-the window's next drafts. A step of K tokens (the codebooks of an audio frame) is one
-candidate each: the steps next to it, and its draft with one codebook's token swapped for
-one of that codebook's m most likely others. When x is one of them, that candidate's outputs are
-p for the positions after it on committed context: the drafts behind it are verified as a
-small window of their own, and the forward commits at least one more token.
+the window's next drafts. With steps of K tokens (the codebooks of an audio frame) a
+candidate is a whole step: the steps next to it, and its draft with one codebook's token
+swapped for one of that codebook's m most likely others. When x is one of them, that
+candidate's outputs are p for the positions after it on committed context: the drafts
+behind it are verified as a small window of their own, and the forward commits at least
+one more token.
 
 Branches are refined as the window is: every branch is verified against the p its own
 nodes computed, and its next drafts (coupled, as MC-SJD's) are carried to the next forward
@@ -139,11 +140,11 @@ def candidates(loop, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     C = tokens.shape[3]
     earlier = torch.ones(C, C, dtype=torch.bool, device=loop.device).tril(-1)
     repeat = (((tokens[..., :, None, :] == tokens[..., None, :, :]).all(-1)) & earlier).any(-1)
+    ok = (tokens >= 0).all(-1) & ~repeat & (tokens != draft[..., None, :]).any(-1)
     allowed = allowed_steps(loop.layout, pos)
     if allowed is not None:  # [B, R, D, K, V]: forced slots hold their token
         fits = allowed[..., None, :, :].expand(-1, -1, -1, C, -1, -1).gather(-1, tokens.clamp(min=0)[..., None])
-        repeat |= ~fits[..., 0].all(-1)
-    ok = (tokens >= 0).all(-1) & ~repeat & (tokens != draft[..., None, :]).any(-1)
+        ok &= fits[..., 0].all(-1)
     return tokens, ok
 
 
