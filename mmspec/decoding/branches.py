@@ -130,12 +130,10 @@ def candidates(loop, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     near = torch.where((in_window >= 0)[..., None], from_draft, near).masked_fill((src < 0)[..., None], -1)
     q = q[:, :, :D] * loop.q_carried[..., :D, None, None]  # one-hot first drafts offer none of their own
     mass, likely = q.scatter(-1, draft.clamp(min=0)[..., None], 0.0).topk(min(m, loop.V), dim=-1)  # [B, R, D, K, m]
-    likely = torch.where(mass > 0, likely, -1)
-    # codebook k's alternatives: the draft step with token k replaced
-    swapped = draft[..., None, None, :].expand(-1, -1, -1, K, likely.shape[-1], -1).clone()  # [B, R, D, K, m, K]
-    codebook = torch.arange(K, device=loop.device)
-    swapped[..., codebook, :, codebook] = likely.movedim(3, 0)
-    swapped = swapped.masked_fill((likely < 0)[..., None], -1).flatten(3, 4)
+    # codebook k's alternatives [B, R, D, K, m, K]: the draft step with token k replaced
+    own = torch.eye(K, dtype=torch.bool, device=loop.device)[:, None, :]  # [K (swapped), 1, K]
+    swapped = torch.where(own, likely[..., None], draft[..., None, None, :])
+    swapped = swapped.masked_fill((mass == 0)[..., None], -1).flatten(3, 4)
     tokens = torch.cat([near, swapped], 3)  # [B, R, D, C, K]
     C = tokens.shape[3]
     earlier = torch.ones(C, C, dtype=torch.bool, device=loop.device).tril(-1)
@@ -272,9 +270,9 @@ def verify_branches(loop, nodes: BranchNodes, logits: GuidedLogits, out, b: torc
 
     keep = torch.zeros_like(nodes.valid)
     a = out.accepted
-    x = out.tokens.gather(1, a.clamp(max=S - 1)[:, None, None].expand(-1, 1, K))[:, 0]  # [N, K]
-    drafted = (drafts.gather(1, a.clamp(max=S - 1)[:, None, None].expand(-1, 1, K))[:, 0] >= 0).all(-1)
-    rejected = (out.committed == a + 1) & (a < D) & drafted
+    at_a = a.clamp(max=S - 1)[:, None, None].expand(-1, 1, K)
+    x = out.tokens.gather(1, at_a)[:, 0]  # [N, K]: the step committed at slot a
+    rejected = (out.committed == a + 1) & (a < D) & (drafts.gather(1, at_a)[:, 0] >= 0).all(-1)
     at = a.clamp(max=D - 1)
     match = (nodes.tokens[b, r, at, :, 0] == x[:, None]).all(-1) & nodes.valid[b, r, at, :, 0] & rejected[:, None]
     hit = match.any(-1).nonzero()[:, 0]
