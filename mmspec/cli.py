@@ -59,13 +59,13 @@ def seed_number(text: str) -> int:
 
 def decoding_configs(args, default: str = DEFAULT_DECODING) -> list:
     """Every decoding a verb runs (bench: `--methods`, others: `--decoding`), each with the
-    same `--window`, `--zipar-window`, `--init` and `--branches`."""
+    same `--window`, `--zipar-window`, `--init`, `--branches` and `--step-test`."""
     from mmspec.decoding.config import DecodingConfig
 
     names = args.methods if args.command == "bench" else [args.decoding or default]
     # LPD pipelines name their own decodings (lpd-20, ...); the pipeline checks those
     return [n if n.startswith("lpd") else DecodingConfig.from_name(n, window=args.window, zipar_window=args.zipar_window, init=args.init,
-                                                                    branches=args.branches)
+                                                                    branches=args.branches, step_test=args.step_test)
             for n in names]
 
 
@@ -303,6 +303,9 @@ def add_decoding(p: argparse.ArgumentParser) -> None:
     p.add_argument("--branches", type=int, default=0,
                    help="Jacobi methods: candidates per codebook beside each of the 4 leading drafts, verified under tree attention "
                         "(exact; more forward work, fewer forwards); default 0, none")
+    p.add_argument("--step-test", default="per-token",
+                   help="exact test of a step of several tokens (audio codebooks): per-token (default), joint (the step as one "
+                        "token), or codebook groups such as 0+123")
     p.add_argument("--guidance-scale", type=float, help="classifier-free guidance scale (default: the pipeline's)")
     p.add_argument("--temperature", type=float, help="sampling temperature, 0 = greedy (default: the pipeline's)")
     p.add_argument("--top-k", type=int, help="top-k filter, 0 = off (default: the pipeline's)")

@@ -260,6 +260,7 @@ def verify_branches(loop, nodes: BranchNodes, logits: GuidedLogits, out, b: torc
         None, branch_q, branch_drafts, num_slots, accept_u, sample_u,
         target_logits=target, sampling=loop.sampling, allowed=allowed_steps(loop.layout, predicts),
         rule=loop.rule, coupling=loop.config.method == "mc-sjd",
+        step_groups=loop.step_groups, generator=loop.generator,
     )
     next_ok = valid[:, :c]  # node i - 1 computed the p that draft i follows
     loop.branch_carry = BranchCarry(

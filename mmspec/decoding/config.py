@@ -66,6 +66,15 @@ class DecodingConfig:
             drafts from forward to forward. Needs a session with tree attention.
         branch_slots (`int`, defaults to 4): leading window slots that get candidates.
         branch_length (`int`, defaults to 2): drafts that follow each candidate.
+        step_test (`str`, defaults to "per-token"): how the exact rule tests a step of K
+            tokens (the codebooks of an audio frame): "per-token", accepted when each token
+            passes its own test; "joint", as one token of V^K, accepted with
+            min(1, p(x)/q(x)) over the whole step and redrawn from the step residual
+            (`mmspec.kernels.verify_joint`); or groups of codebooks tested together ("0+123").
+            All are exact. A joint test accepts a given draft at least as often, but a
+            rejection redraws the whole group, which moves later drafts' context more: on
+            the shipped speech model it needs more forwards (docs/audio.md). Relaxed rules
+            always test per token.
 
     Example:
         >>> DecodingConfig.from_name("zipar+mc-sjd+gsd", window=8).name
@@ -82,6 +91,7 @@ class DecodingConfig:
     branches: int = 0
     branch_slots: int = 4
     branch_length: int = 2
+    step_test: str = "per-token"
 
     def __post_init__(self):
         if self.method not in DRAFTING:
@@ -100,11 +110,29 @@ class DecodingConfig:
             check_count("branch_slots", self.branch_slots)
             if self.branch_length < 0:
                 raise ValueError(f"branch_length must be >= 0, got {self.branch_length}")
+        self.step_groups(None)  # a clear error for a bad step_test
         self.drafter  # a clear error for an unknown name
         if self.zipar_window is not None:
             if self.schedule is not None:
                 raise ValueError("give zipar_window or schedule, not both")
             check_count("zipar_window", self.zipar_window)
+
+    def step_groups(self, K: int | None) -> tuple[tuple[int, ...], ...] | None:
+        """The groups of a step's K codebooks that the exact rule tests together (None: token
+        by token): `step_test` "per-token", "joint" (all K), or digits joined by "+", each
+        run of digits one group ("0+123": codebook 0 alone, then 1 to 3 together)."""
+        text = self.step_test
+        if text == "per-token":
+            return None
+        if text == "joint":
+            return None if K is None else (tuple(range(K)),)
+        parts = text.split("+") if isinstance(text, str) else []
+        groups = tuple(tuple(int(c) for c in part) for part in parts if part.isdigit())
+        flat = sorted(k for g in groups for k in g)
+        if not parts or len(groups) != len(parts) or flat != list(range(len(flat))) or (K is not None and len(flat) != K):
+            raise ValueError(f"step_test must be per-token, joint, or every codebook 0..K-1 once in digit groups joined by + "
+                             f"(e.g. 0+123), got {text!r}" + ("" if K is None else f" for K = {K}"))
+        return groups
 
     @property
     def drafter(self):
@@ -139,6 +167,8 @@ class DecodingConfig:
             params.append(f"init={self.drafter.name}")
         if self.branches:
             params.append(f"branches={self.branches}x{self.branch_slots} slots, length {self.branch_length}")
+        if self.step_test != "per-token" and self.rule.exact:
+            params.append(f"{self.step_test} test")
         if self.zipar_window not in (None, 8):
             params.append(f"zipar_window={self.zipar_window}")
         if isinstance(self.schedule, (ZipAR, Frames)):
@@ -179,6 +209,7 @@ class DecodingConfig:
         branches: int = 0,
         branch_slots: int = 4,
         branch_length: int = 2,
+        step_test: str = "per-token",
     ) -> "DecodingConfig":
         """Parses "sjd", "mc-sjd+lantern", "zipar+mc-sjd", ... (see `DECODINGS`).
         `lantern_lambda` selects LANTERN++'s ratio form instead of `lantern_delta`.
@@ -218,4 +249,5 @@ class DecodingConfig:
             branches=branches,
             branch_slots=branch_slots,
             branch_length=branch_length,
+            step_test=step_test,
         )

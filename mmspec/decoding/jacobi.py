@@ -101,6 +101,7 @@ class JacobiLoop:
         self.generator, self.stopping, self.processors = generator, stopping, tuple(processors)
         self.rule = bind_cached(config.rule, layout.token_embeddings, layout.allowed)
         self.drafter = config.drafter
+        self.step_groups = config.step_groups(layout.tokens_per_step)
         self.device = device = session.prefill_logits().cond.device
         if config.branches:
             check_branches(session, layout, processors)
@@ -250,6 +251,7 @@ class JacobiLoop:
             None, q, drafts, inputs.num_slots[b, r], accept_u[window], sample_u[window],
             target_logits=target, sampling=self.sampling, allowed=allowed_steps(self.layout, win_pos),
             rule=self.rule, coupling=self.config.method == "mc-sjd",
+            step_groups=self.step_groups, generator=self.generator,
         )
         keep = None
         if self.nodes is not None:

@@ -15,6 +15,7 @@ import torch
 
 from mmspec.core.rules import ExactRule, GSDRule, LanternRule, PCGRule
 from mmspec.core.sampling import SamplingConfig
+from mmspec.kernels.verify_joint import verify_joint
 from mmspec.kernels.verify_reference import verify_reference
 from mmspec.kernels.verify_types import VERIFY_DOC, VerifyOutput
 
@@ -102,6 +103,8 @@ def verify(
     allowed: torch.Tensor | None = None,  # like the target, bool
     rule=ExactRule(),
     coupling: bool = True,
+    step_groups: tuple[tuple[int, ...], ...] | None = None,
+    generator: torch.Generator | None = None,
 ) -> VerifyOutput:
     target = target_probs if target_logits is None else target_logits
     if target is not None and target.dim() == 4 and target.shape[2] == 1:  # one token per slot
@@ -112,7 +115,8 @@ def verify(
         return VerifyOutput(out.accepted, out.committed, out.tokens[..., None], out.target_probs[:, :, None])
     if target is not None and target.dim() == 4:  # K tokens per slot: the PyTorch path
         return verify_steps(target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms,
-                            target_logits=target_logits, sampling=sampling, allowed=allowed, rule=rule, coupling=coupling)
+                            target_logits=target_logits, sampling=sampling, allowed=allowed, rule=rule, coupling=coupling,
+                            step_groups=step_groups, generator=generator)
     name, target = check_sampling_inputs(target_probs, target_logits, sampling, allowed)
     check_verify_inputs(name, target, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms, rule, allowed)
     impl = verify_reference
@@ -127,9 +131,10 @@ def verify(
 
 
 def verify_steps(target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms, *,
-                 target_logits, sampling, allowed, rule, coupling) -> VerifyOutput:
+                 target_logits, sampling, allowed, rule, coupling, step_groups, generator) -> VerifyOutput:
     """`verify` for slots of K tokens (`[N, S, K, V]` targets): checked as K = 1 slots, run
-    by the PyTorch reference (the kernel verifies one token per slot)."""
+    by the PyTorch reference (the kernel verifies one token per slot), or with `step_groups`
+    and the exact rule by `verify_joint`, which tests each group of a slot's tokens as one."""
     target = target_probs if target_logits is None else target_logits
     N, S, K, V = target.shape
     flat = lambda t: None if t is None else t.transpose(1, 2).reshape(N * K, S, *t.shape[3:])
@@ -139,6 +144,10 @@ def verify_steps(target_probs, draft_probs, draft_tokens, num_slots, accept_unif
         raise ValueError(f"draft_tokens must be [{N}, {S}, {K}] for a [N, S, K, V] target, got {tuple(draft_tokens.shape)}")
     check_verify_inputs(name, flat_target, flat(draft_probs), flat(draft_tokens), num_slots.repeat_interleave(K),
                         flat(accept_uniforms), flat(sample_uniforms), rule, flat(allowed))
+    if step_groups is not None and rule.exact:
+        return verify_joint(target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms, generator,
+                            groups=step_groups, target_logits=target_logits, sampling=sampling, allowed=allowed,
+                            coupling=coupling)
     return verify_reference(target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms,
                             target_logits=target_logits, sampling=sampling, allowed=allowed, rule=rule, coupling=coupling)
 

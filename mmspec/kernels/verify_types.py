@@ -30,7 +30,9 @@ class VerifyOutput:
 VERIFY_DOC = """Verifies N windows of drafts against their target distributions.
 
     Slots of K tokens (`[N, S, K, V]` targets, `[N, S, K]` drafts and uniforms) run on
-    the PyTorch path: a slot is accepted when all its K drafts are.
+    the PyTorch path: a slot is accepted when all its K drafts are, or with `joint=True`
+    (exact rule only) when its K drafts pass one test as a whole step, the residual then
+    drawn with `generator` (`mmspec.kernels.verify_joint`).
 
     Slot i of a window holds the target p_i of its position and optionally a draft d_i drawn
     from q_i. Slots are accepted left to right while `accept_uniforms[i] < rule.accept_prob`;
@@ -66,6 +68,9 @@ VERIFY_DOC = """Verifies N windows of drafts against their target distributions.
             `GSDRule(...)` bound to the token embeddings (`rule.bind(embeddings)`).
         coupling (`bool`, *optional*, defaults to `True`): MC-SJD's maximal coupling for the
             next drafts (else fresh samples from p).
+        joint (`bool`, *optional*, defaults to `False`): slots of K tokens tested as one
+            token of V^K (exact rule; relaxed rules test token by token).
+        generator (`torch.Generator`, *optional*): draws of the joint residual.
 
     Returns:
         `VerifyOutput`: accepted and committed counts `[N]`, the tokens `[N, S]` and the p used.

@@ -25,7 +25,9 @@ def test_the_session_sees_only_committed_steps():
 
 
 @pytest.mark.parametrize("config", [DecodingConfig(method="ar"), DecodingConfig(method="sjd", window=2),
-                                    DecodingConfig(method="mc-sjd", window=3), DecodingConfig(method="mc-sjd", window=2, init="previous-step")],
+                                    DecodingConfig(method="mc-sjd", window=3), DecodingConfig(method="mc-sjd", window=2, init="previous-step"),
+                                    DecodingConfig(method="sjd", window=2, step_test="joint"),
+                                    DecodingConfig(method="mc-sjd", window=3, step_test="joint")],
                          ids=lambda c: c.describe())
 def test_two_tokens_per_step_are_lossless(config):
     """All 729 sequences of 3 steps x 2 codebooks (V = 3): chi-square at a fixed seed."""

@@ -44,12 +44,14 @@ def test_greedy_jacobi_equals_ar(pipe, decoding, guidance_scale):
 @pytest.mark.parametrize(
     "decoding, T",
     [(DecodingConfig.from_name("mc-sjd", window=3, init="previous-step"), 3),
+     (DecodingConfig.from_name("mc-sjd", window=3, init="previous-step", step_test="joint"), 3),
      (DecodingConfig.from_name("mc-sjd", window=4, branches=1, branch_slots=2, branch_length=2), 5)],
     ids=lambda x: x.describe() if isinstance(x, DecodingConfig) else f"{x}-steps",
 )
 def test_frame_wise_verification_is_lossless_under_the_delay_pattern(decoding, T, monkeypatch):
     """Every sequence of a 2-codebook, T-step, V = 2 word-conditioned MusicGen (the
-    pattern's corners forced): MC-SJD with copy drafts along time, or with branches
+    pattern's corners forced): MC-SJD with copy drafts along time (frames tested token by
+    token, or as one joint token), or with branches
     (candidate frames under tree attention, which must commit some steps), and guidance,
     chi-square at a fixed seed against the probabilities computed by teacher forcing."""
     V, K, N = 2, 2, 20_000
@@ -137,6 +139,11 @@ def test_cli_speaks_words_and_resumable_batches(pipe, tmp_path, capsys):
     assert "branches=2x4 slots" in capsys.readouterr().out
     assert main(["speak", "two", "--out", str(tmp_path / "z.wav"), "--branches", "-1", *common]) == 2
     assert "branches must be an integer >= 0" in capsys.readouterr().err
+    assert main(["speak", "two", "--out", str(tmp_path / "j.wav"), "--step-test", "joint", *common]) == 0
+    assert "joint test" in capsys.readouterr().out
+    for bad in ("both", "0+12"):  # a name, then groups that miss codebook 3 of 4
+        assert main(["speak", "two", "--out", str(tmp_path / f"{bad}.wav"), "--step-test", bad, *common]) == 2
+        assert "step_test must be per-token, joint, or every codebook" in capsys.readouterr().err.strip().splitlines()[-1]
     words = tmp_path / "words.txt"
     words.write_text("one\nzero\n")
     batch = ["speak", "--prompts", str(words), "--out-dir", str(tmp_path / "batch"), *common]
