@@ -125,3 +125,28 @@ def test_branch_carry_slides_with_the_window():
     assert slid.tokens[..., 0].tolist() == [[[[2, 3], [4, 5], [-1, -1]]]]
     assert slid.chain[0, 0, :2, :, 0, 0].tolist() == [[12, 13], [14, 15]]
     assert slid.chain_q[0, 0, 1, 1, 0, 0].tolist() == [5.0] * 4
+
+
+def test_every_branch_draft_is_verified_against_the_q_it_was_drawn_from(monkeypatch):
+    """Top-k 4 of 16 tokens gives every q its own support: a draft a branch kept from the
+    last forward and verified against another q (the window's) would often have no mass
+    there. Fixed seeds: every drafted branch slot's draft has mass under its q, over
+    enough branch drafts that kept chains are among them."""
+    from mmspec.decoding import branches
+
+    model = tiny_model(vocab_size=16, block_size=16)
+    checked = []
+    verify = branches.verify
+
+    def checking_verify(target_probs, draft_probs, draft_tokens, num_slots, *args, **kwargs):
+        slots = torch.arange(draft_tokens.shape[1])[None, :, None] < num_slots[:, None, None]
+        drafted = slots & (draft_tokens >= 0)
+        mass = draft_probs.gather(-1, draft_tokens.clamp(min=0)[..., None])[..., 0]
+        checked.append((int(drafted.sum()), int((drafted & (mass <= 0)).sum())))
+        return verify(target_probs, draft_probs, draft_tokens, num_slots, *args, **kwargs)
+
+    monkeypatch.setattr(branches, "verify", checking_verify)
+    config = DecodingConfig(method="mc-sjd", window=6, branches=3, branch_slots=3, branch_length=2)
+    decode_counting_relocations(model, torch.arange(3).repeat(8), config, sampling=SamplingConfig(guidance_scale=2.0, top_k=4))
+    drafted, massless = map(sum, zip(*checked))
+    assert drafted > 2000 and massless == 0
