@@ -8,7 +8,8 @@ tokens next to it (left, above, ... along the layout's axes; images repeat them)
 m most likely tokens of q_j (the p that slot got in the last forward), each followed by
 the window's next drafts. With steps of K tokens (the codebooks of an audio frame) a
 candidate is a whole step: the steps next to it, and its draft with one codebook's token
-swapped for one of that codebook's m most likely others. When x is one of them, that
+swapped for one of that codebook's m most likely others (and, with `branch_pairs`, two
+codebooks' tokens swapped: a rejected step often redraws two). When x is one of them, that
 candidate's outputs are p for the positions after it on committed context: the drafts
 behind it are verified as a small window of their own, and the forward commits at least
 one more token.
@@ -81,7 +82,9 @@ def check_branches(session, layout, processors) -> None:
 
 def extra_branch_positions(R: int, config, layout) -> int:
     """Scratch positions the branch nodes of one forward are written at."""
-    per_slot = config.branches * layout.tokens_per_step + 3 * len(layout.axes) * len(layout.axes)  # q's, then the neighbours
+    K = layout.tokens_per_step
+    pairs = K * (K - 1) // 2 * min(config.branch_pairs, config.branches) ** 2
+    per_slot = config.branches * K + pairs + 3 * len(layout.axes) * len(layout.axes)  # q's, pairs, then the neighbours
     return R * min(config.branch_slots, config.window) * per_slot * (config.branch_length + 1)
 
 
@@ -116,7 +119,7 @@ def candidates(loop, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     the steps next to its position (what it sees there: committed steps or the window's
     drafts before it), then its draft with one codebook's token replaced by one of the m
     most likely others of its carried q (from the windows' dense q `[B, R, L, K, V]`; with
-    K = 1, the m most likely tokens), without repeats, without the slot's own draft, and
+    K = 1, the m most likely tokens), then the pair swaps (`pair_swaps`), without repeats, without the slot's own draft, and
     only steps the layout allows there."""
     B, R, L, K = loop.B, loop.R, loop.L, loop.K
     D, m = min(loop.config.branch_slots, L), loop.config.branches
@@ -134,7 +137,8 @@ def candidates(loop, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     own = torch.eye(K, dtype=torch.bool, device=loop.device)[:, None, :]  # [K (swapped), 1, K]
     swapped = torch.where(own, likely[..., None], draft[..., None, None, :])
     swapped = swapped.masked_fill((mass == 0)[..., None], -1).flatten(3, 4)
-    tokens = torch.cat([near, swapped], 3)  # [B, R, D, C, K]
+    pairs = pair_swaps(draft, likely, mass, loop.config.branch_pairs)
+    tokens = torch.cat([near, swapped, pairs], 3)  # [B, R, D, C, K]
     C = tokens.shape[3]
     earlier = torch.ones(C, C, dtype=torch.bool, device=loop.device).tril(-1)
     repeat = (((tokens[..., :, None, :] == tokens[..., None, :, :]).all(-1)) & earlier).any(-1)
@@ -144,6 +148,22 @@ def candidates(loop, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         fits = allowed[..., None, :, :].expand(-1, -1, -1, C, -1, -1).gather(-1, tokens.clamp(min=0)[..., None])
         ok &= fits[..., 0].all(-1)
     return tokens, ok
+
+
+def pair_swaps(draft: torch.Tensor, likely: torch.Tensor, mass: torch.Tensor, m: int) -> torch.Tensor:
+    """The draft steps `[B, R, D, K]` with the tokens of two codebooks replaced, each by one
+    of its m likeliest others (`likely`, `mass`: `[B, R, D, K, >= m]`), long
+    `[B, R, D, K(K-1)/2 * m * m, K]`; -1 where either has no mass."""
+    B, R, D, K = draft.shape
+    first, second = torch.triu_indices(K, K, 1, device=draft.device)  # [P] codebook pairs
+    m = min(m, likely.shape[-1])
+    a, b = likely[..., first, :m], likely[..., second, :m]  # [B, R, D, P, m]
+    ok = (mass[..., first, :m] > 0)[..., :, None] & (mass[..., second, :m] > 0)[..., None, :]  # [B, R, D, P, m, m]
+    steps = draft[..., None, None, None, :].expand(-1, -1, -1, len(first), m, m, -1).clone()
+    pair = torch.arange(len(first), device=draft.device)
+    steps[..., pair, :, :, first] = a[..., :, None].expand(-1, -1, -1, -1, -1, m).movedim(3, 0)
+    steps[..., pair, :, :, second] = b[..., None, :].expand(-1, -1, -1, -1, m, -1).movedim(3, 0)
+    return steps.masked_fill(~ok[..., None], -1).flatten(3, 5)
 
 
 def add_branches(loop, live: torch.Tensor, inputs):

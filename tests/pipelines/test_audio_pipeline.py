@@ -45,7 +45,8 @@ def test_greedy_jacobi_equals_ar(pipe, decoding, guidance_scale):
     "decoding, T",
     [(DecodingConfig.from_name("mc-sjd", window=3, init="previous-step"), 3),
      (DecodingConfig.from_name("mc-sjd", window=3, init="previous-step", step_test="joint"), 3),
-     (DecodingConfig.from_name("mc-sjd", window=4, branches=1, branch_slots=2, branch_length=2), 5)],
+     (DecodingConfig.from_name("mc-sjd", window=4, branches=1, branch_slots=2, branch_length=2), 5),
+     (DecodingConfig.from_name("mc-sjd", window=4, branches=1, branch_slots=2, branch_length=2, branch_pairs=1), 5)],
     ids=lambda x: x.describe() if isinstance(x, DecodingConfig) else f"{x}-steps",
 )
 def test_frame_wise_verification_is_lossless_under_the_delay_pattern(decoding, T, monkeypatch):
@@ -139,6 +140,10 @@ def test_cli_speaks_words_and_resumable_batches(pipe, tmp_path, capsys):
     assert "branches=2x4 slots" in capsys.readouterr().out
     assert main(["speak", "two", "--out", str(tmp_path / "z.wav"), "--branches", "-1", *common]) == 2
     assert "branches must be an integer >= 0" in capsys.readouterr().err
+    assert main(["speak", "two", "--out", str(tmp_path / "p.wav"), "--branches", "2", "--branch-pairs", "2", *common]) == 0
+    assert "pairs of 2" in capsys.readouterr().out
+    assert main(["speak", "two", "--out", str(tmp_path / "p3.wav"), "--branches", "2", "--branch-pairs", "3", *common]) == 2
+    assert "branch_pairs must lie in [0, branches = 2], got 3" in capsys.readouterr().err
     assert main(["speak", "two", "--out", str(tmp_path / "j.wav"), "--step-test", "joint", *common]) == 0
     assert "joint test" in capsys.readouterr().out
     for bad in ("both", "0+12"):  # a name, then groups that miss codebook 3 of 4
