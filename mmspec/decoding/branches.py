@@ -119,8 +119,8 @@ def candidates(loop, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     the steps next to its position (what it sees there: committed steps or the window's
     drafts before it), then its draft with one codebook's token replaced by one of the m
     most likely others of its carried q (from the windows' dense q `[B, R, L, K, V]`; with
-    K = 1, the m most likely tokens), then the pair swaps (`pair_swaps`), without repeats, without the slot's own draft, and
-    only steps the layout allows there."""
+    K = 1, the m most likely tokens), then the pair swaps (`pair_swaps`); without repeats,
+    without the slot's own draft, and only steps the layout allows there."""
     B, R, L, K = loop.B, loop.R, loop.L, loop.K
     D, m = min(loop.config.branch_slots, L), loop.config.branches
     draft = loop.drafts[:, :, :D]  # [B, R, D, K]

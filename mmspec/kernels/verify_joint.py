@@ -71,7 +71,7 @@ def verify_joint(
     draft_probs: torch.Tensor | None,  # like the target; None = one-hot on the drafts
     draft_tokens: torch.Tensor,  # [N, S, K] long, a step without a draft is all -1
     num_slots: torch.Tensor,  # [N]
-    accept_uniforms: torch.Tensor,  # [N, S, K] float64; a group's first token's tests the group
+    accept_uniforms: torch.Tensor,  # [N, S, K] float64; a group's first token's uniform tests it
     sample_uniforms: torch.Tensor,  # [N, S, K] float64; draws from p and one-token residuals
     generator: torch.Generator | None,  # the trials of residuals of several tokens
     *,
@@ -89,7 +89,7 @@ def verify_joint(
         target_probs = transform(target_logits, sampling, allowed)
     p = target_probs.float()
     N, S, K, V = p.shape
-    groups = groups or (tuple(range(K)),)
+    groups = [list(g) for g in groups or (range(K),)]
     slot = torch.arange(S, device=p.device)
     has_p = slot[None, :] < num_slots[:, None]  # [N, S]
     has_draft = has_p & (draft_tokens >= 0).all(-1)
@@ -113,7 +113,6 @@ def verify_joint(
     fresh = categorical(p, sample_uniforms)  # [N, S, K]
     steps = fresh.clone()
     for g, ok in zip(groups, passed):
-        g = list(g)
         steps[:, :, g] = torch.where(ok[..., None] & (at | coupling)[..., None], d[:, :, g], fresh[:, :, g])
         redraw = has_draft & after & ~ok & (at | coupling)
         if len(g) == 1:
