@@ -132,7 +132,10 @@ def report(results: list[MethodResult], out_dir: str | Path, name: str, meta: di
 
 def speedup_plot(rows: list[dict], width: int = 900, bar_h: int = 22) -> Image.Image:
     """Horizontal bars: forward-pass and wall-time speed-up over AR per method."""
-    pad, label_w = 12, 290
+    pad = 12
+    measure = ImageDraw.Draw(Image.new("RGB", (1, 1)))
+    label_w = max(290, max(int(measure.textlength(r["method"])) for r in rows) + pad)  # long names widen the picture
+    width += label_w - 290
     height = pad * 3 + 20 + len(rows) * (2 * bar_h + 8)
     img = Image.new("RGB", (width, height), "white")
     draw = ImageDraw.Draw(img)
