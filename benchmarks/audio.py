@@ -37,7 +37,6 @@ METHODS = [
     DecodingConfig.from_name("mc-sjd"),
     DecodingConfig.from_name("mc-sjd", init="previous-step"),  # copy drafts along time
     DecodingConfig.from_name("mc-sjd", init="previous-step", branches=4),  # and candidate steps under tree attention
-    DecodingConfig.from_name("mc-sjd", init="previous-step", branches=4, branch_pairs=2),  # and two-codebook swaps
     DecodingConfig.from_name("mc-sjd", init="previous-step", step_test="joint"),  # each frame tested as one token
     DecodingConfig.from_name("mc-sjd+pcg", init="previous-step"),  # 32 groups of the 64 codes
     DecodingConfig.from_name("mc-sjd+pcg", init="previous-step", pcg_groups=8),  # coarser groups: more relaxed
@@ -118,8 +117,8 @@ def main() -> None:
             f"sampling {pipe.default_sampling | sampling}. Window 16; random first drafts unless init= says otherwise "
             f"(previous-step: copy each codebook's token from the step before); branches=4: beside each of the 4 leading "
             f"drafts, the draft with one codebook's token swapped for one of its 4 likeliest others, and 3 neighbouring "
-            f"steps, each followed by 2 drafts, under tree attention; pairs of 2: also the draft with two codebooks' "
-            f"tokens swapped, each for one of its 2 likeliest others (24 more a slot); exact methods test a step's codebooks one by one unless "
+            f"steps, each followed by 2 drafts, under tree attention (after a rejection that no candidate matches, the next "
+            f"drafts follow the candidate nearest the drawn step); exact methods test a step's codebooks one by one unless "
             f"a joint test is named (the frame as one token of V^K, `mmspec.kernels.verify_joint`); pcg groups as `PCGRule`'s defaults. "
             f"Forwards include the prefill; wall time covers decoding and Griffin-Lim, torch on {args.threads} CPU thread(s)."
         ),

@@ -59,14 +59,13 @@ def seed_number(text: str) -> int:
 
 def decoding_configs(args, default: str = DEFAULT_DECODING) -> list:
     """Every decoding a verb runs (bench: `--methods`, others: `--decoding`), each with the
-    same `--window`, `--zipar-window`, `--init`, `--branches`, `--branch-pairs` and `--step-test`."""
+    same `--window`, `--zipar-window`, `--init`, `--branches` and `--step-test`."""
     from mmspec.decoding.config import DecodingConfig
 
     names = args.methods if args.command == "bench" else [args.decoding or default]
     # LPD pipelines name their own decodings (lpd-20, ...); the pipeline checks those
     return [n if n.startswith("lpd") else DecodingConfig.from_name(n, window=args.window, zipar_window=args.zipar_window, init=args.init,
-                                                                    branches=args.branches, branch_pairs=args.branch_pairs,
-                                                                    step_test=args.step_test)
+                                                                    branches=args.branches, step_test=args.step_test)
             for n in names]
 
 
@@ -304,9 +303,6 @@ def add_decoding(p: argparse.ArgumentParser) -> None:
     p.add_argument("--branches", type=int, default=0,
                    help="Jacobi methods: candidates per codebook beside each of the 4 leading drafts, verified under tree attention "
                         "(exact; more forward work, fewer forwards); default 0, none")
-    p.add_argument("--branch-pairs", type=int, default=0,
-                   help="steps of several tokens: also candidates with two codebooks swapped, each for one of its N likeliest "
-                        "others (N <= --branches); default 0, none")
     p.add_argument("--step-test", default="per-token",
                    help="exact test of a step of several tokens (audio codebooks): per-token (default), joint (the step as one "
                         "token), or codebook groups such as 0+123")

@@ -8,8 +8,7 @@ tokens next to it (left, above, ... along the layout's axes; images repeat them)
 m most likely tokens of q_j (the p that slot got in the last forward), each followed by
 the window's next drafts. With steps of K tokens (the codebooks of an audio frame) a
 candidate is a whole step: the steps next to it, and its draft with one codebook's token
-swapped for one of that codebook's m most likely others (and, with `branch_pairs`, two
-codebooks' tokens swapped: a rejected step often redraws two). When x is one of them, that
+swapped for one of that codebook's m most likely others. When x is one of them, that
 candidate's outputs are p for the positions after it on committed context: the drafts
 behind it are verified as a small window of their own, and the forward commits at least
 one more token.
@@ -20,10 +19,19 @@ for as long as its token stays a candidate of that position (`BranchCarry`). So 
 behind a candidate follow that candidate, not the window's draft; a new candidate starts
 from the window's drafts.
 
+Near misses (steps of K tokens): when x is no candidate but some candidate agrees with x
+in more of its K tokens than the rejected draft does, the window's next drafts after x
+are that candidate's, with the p its nodes computed as their q. They were computed after
+a step closer to x than the one the window's own drafts followed, and fit better: on the
+shipped speech model this saves more forwards than the hits do.
+
 Exact whatever the candidates: they are fixed by the past before the forward, x is drawn
 as it would be without them, and a branch is read only for the p it computes after x.
 Its drafts were drawn from their recorded q before any of this forward's draws, and are
-verified with uniforms of their own.
+verified with uniforms of their own. A near miss commits nothing of its branch: it only
+chooses, by x and the candidates alone, whose next drafts the window carries, and each of
+those was drawn (kept or redrawn, as MC-SJD's next drafts) with its branch's uniforms
+from the p recorded as its q, so it is a draft like any other.
 
 Names: a window's branch nodes are indexed (j, k, i): the slot j they branch at, the
 candidate k, and i = 0 for the candidate itself, 1.. for the drafts that follow it. Every
@@ -82,9 +90,7 @@ def check_branches(session, layout, processors) -> None:
 
 def extra_branch_positions(R: int, config, layout) -> int:
     """Scratch positions the branch nodes of one forward are written at."""
-    K = layout.tokens_per_step
-    pairs = K * (K - 1) // 2 * min(config.branch_pairs, config.branches) ** 2
-    per_slot = config.branches * K + pairs + 3 * len(layout.axes) * len(layout.axes)  # q's, pairs, then the neighbours
+    per_slot = config.branches * layout.tokens_per_step + 3 * len(layout.axes) * len(layout.axes)  # q's, then the neighbours
     return R * min(config.branch_slots, config.window) * per_slot * (config.branch_length + 1)
 
 
@@ -119,8 +125,8 @@ def candidates(loop, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     the steps next to its position (what it sees there: committed steps or the window's
     drafts before it), then its draft with one codebook's token replaced by one of the m
     most likely others of its carried q (from the windows' dense q `[B, R, L, K, V]`; with
-    K = 1, the m most likely tokens), then the pair swaps (`pair_swaps`); without repeats,
-    without the slot's own draft, and only steps the layout allows there."""
+    K = 1, the m most likely tokens), without repeats, without the slot's own draft, and
+    only steps the layout allows there."""
     B, R, L, K = loop.B, loop.R, loop.L, loop.K
     D, m = min(loop.config.branch_slots, L), loop.config.branches
     draft = loop.drafts[:, :, :D]  # [B, R, D, K]
@@ -137,8 +143,7 @@ def candidates(loop, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     own = torch.eye(K, dtype=torch.bool, device=loop.device)[:, None, :]  # [K (swapped), 1, K]
     swapped = torch.where(own, likely[..., None], draft[..., None, None, :])
     swapped = swapped.masked_fill((mass == 0)[..., None], -1).flatten(3, 4)
-    pairs = pair_swaps(draft, likely, mass, loop.config.branch_pairs)
-    tokens = torch.cat([near, swapped, pairs], 3)  # [B, R, D, C, K]
+    tokens = torch.cat([near, swapped], 3)  # [B, R, D, C, K]
     C = tokens.shape[3]
     earlier = torch.ones(C, C, dtype=torch.bool, device=loop.device).tril(-1)
     repeat = (((tokens[..., :, None, :] == tokens[..., None, :, :]).all(-1)) & earlier).any(-1)
@@ -148,22 +153,6 @@ def candidates(loop, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         fits = allowed[..., None, :, :].expand(-1, -1, -1, C, -1, -1).gather(-1, tokens.clamp(min=0)[..., None])
         ok &= fits[..., 0].all(-1)
     return tokens, ok
-
-
-def pair_swaps(draft: torch.Tensor, likely: torch.Tensor, mass: torch.Tensor, m: int) -> torch.Tensor:
-    """The draft steps `[B, R, D, K]` with the tokens of two codebooks replaced, each by one
-    of its m likeliest others (`likely`, `mass`: `[B, R, D, K, >= m]`), long
-    `[B, R, D, K(K-1)/2 * m * m, K]`; -1 where either has no mass."""
-    B, R, D, K = draft.shape
-    first, second = torch.triu_indices(K, K, 1, device=draft.device)  # [P] codebook pairs
-    m = min(m, likely.shape[-1])
-    a, b = likely[..., first, :m], likely[..., second, :m]  # [B, R, D, P, m]
-    ok = (mass[..., first, :m] > 0)[..., :, None] & (mass[..., second, :m] > 0)[..., None, :]  # [B, R, D, P, m, m]
-    steps = draft[..., None, None, None, :].expand(-1, -1, -1, len(first), m, m, -1).clone()
-    pair = torch.arange(len(first), device=draft.device)
-    steps[..., pair, :, :, first] = a[..., :, None].expand(-1, -1, -1, -1, -1, m).movedim(3, 0)
-    steps[..., pair, :, :, second] = b[..., None, :].expand(-1, -1, -1, -1, m, -1).movedim(3, 0)
-    return steps.masked_fill(~ok[..., None], -1).flatten(3, 5)
 
 
 def add_branches(loop, live: torch.Tensor, inputs):
@@ -251,8 +240,10 @@ def verify_branches(loop, nodes: BranchNodes, logits: GuidedLogits, out, b: torc
                     drafts: torch.Tensor):
     """Verifies every branch as a small window of its own; where a live window's first
     rejected slot has a candidate equal to the token drawn there, that candidate's result
-    extends the window's verification. Every branch keeps its next drafts (coupled, as the
-    window's) in `loop.branch_carry`.
+    extends the window's verification; where it has only a candidate nearer the drawn step
+    than the draft (more of its K tokens equal), that candidate's next drafts replace the
+    window's. Every branch keeps its next drafts (coupled, as the window's) in
+    `loop.branch_carry`.
 
     `out` is the main verification of the live windows `(b, r)`, `drafts` their `[N, S, K]`
     drafts. Returns the merged output and the bool `[B, R, D, C, c + 1]` nodes whose cache
@@ -295,22 +286,27 @@ def verify_branches(loop, nodes: BranchNodes, logits: GuidedLogits, out, b: torc
     x = out.tokens.gather(1, at_a)[:, 0]  # [N, K]: the step committed at slot a
     rejected = (out.committed == a + 1) & (a < D) & (drafts.gather(1, at_a)[:, 0] >= 0).all(-1)
     at = a.clamp(max=D - 1)
-    match = (nodes.tokens[b, r, at, :, 0] == x[:, None]).all(-1) & nodes.valid[b, r, at, :, 0] & rejected[:, None]
-    hit = match.any(-1).nonzero()[:, 0]
-    if len(hit) == 0:
+    agree = (nodes.tokens[b, r, at, :, 0] == x[:, None]).sum(-1)  # [N, C] codebooks equal to x
+    agree = torch.where(nodes.valid[b, r, at, :, 0] & rejected[:, None], agree, -1)
+    best, best_k = agree.max(-1)
+    own = (drafts.gather(1, at_a)[:, 0] == x).sum(-1)
+    hit_mask = best == K
+    near_mask = ~hit_mask & (best > own)
+    use = (hit_mask | near_mask).nonzero()[:, 0]
+    if len(use) == 0:
         return out, keep
-    hb, hr, ha = b[hit], r[hit], a[hit]
-    hk = match[hit].int().argmax(-1)
+    hb, hr, ha, hk = b[use], r[use], a[use], best_k[use]
     row = ((hb * R + hr) * D + ha) * C + hk
     slot = torch.arange(c + 1, device=loop.device)
     follow = (ha[:, None] + 1 + slot).clamp(max=S - 1)  # the window slots the branch predicts
     write = slot[None, :] < num_slots[row][:, None]  # [H, c+1]
     tokens, probs, committed = out.tokens.clone(), out.target_probs.clone(), out.committed.clone()
-    at_rows = hit[:, None].expand_as(follow)[write]
+    at_rows = use[:, None].expand_as(follow)[write]
     tokens[at_rows, follow[write]] = res.tokens[row][write]
     probs[at_rows, follow[write]] = res.target_probs[row][write]
-    committed[hit] = ha + 1 + res.committed[row]
-    keep[hb, hr, ha, hk] = nodes.valid[hb, hr, ha, hk] & (slot[None, :] <= res.accepted[row][:, None])
+    h = hit_mask[use]
+    committed[use[h]] = ha[h] + 1 + res.committed[row[h]]
+    keep[hb[h], hr[h], ha[h], hk[h]] = nodes.valid[hb[h], hr[h], ha[h], hk[h]] & (slot[None, :] <= res.accepted[row[h]][:, None])
     return replace(out, tokens=tokens, target_probs=probs, committed=committed), keep
 
 

@@ -66,9 +66,6 @@ class DecodingConfig:
             drafts from forward to forward. Needs a session with tree attention.
         branch_slots (`int`, defaults to 4): leading window slots that get candidates.
         branch_length (`int`, defaults to 2): drafts that follow each candidate.
-        branch_pairs (`int`, defaults to 0): for steps of K tokens, also the draft step with
-            two codebooks' tokens swapped, each for one of its `branch_pairs` likeliest
-            others (at most `branches`): K(K-1)/2 * branch_pairs^2 more candidates a slot.
         step_test (`str`, defaults to "per-token"): how the exact rule tests a step of K
             tokens (the codebooks of an audio frame): "per-token", accepted when each token
             passes its own test; "joint", as one token of V^K, accepted with
@@ -94,7 +91,6 @@ class DecodingConfig:
     branches: int = 0
     branch_slots: int = 4
     branch_length: int = 2
-    branch_pairs: int = 0
     step_test: str = "per-token"
 
     def __post_init__(self):
@@ -114,8 +110,6 @@ class DecodingConfig:
             check_count("branch_slots", self.branch_slots)
             if self.branch_length < 0:
                 raise ValueError(f"branch_length must be >= 0, got {self.branch_length}")
-            if not 0 <= self.branch_pairs <= self.branches:
-                raise ValueError(f"branch_pairs must lie in [0, branches = {self.branches}], got {self.branch_pairs}")
         self.step_groups(None)  # a clear error for a bad step_test
         self.drafter  # a clear error for an unknown name
         if self.zipar_window is not None:
@@ -172,8 +166,7 @@ class DecodingConfig:
         if self.method != "ar" and self.drafter.name != "random":
             params.append(f"init={self.drafter.name}")
         if self.branches:
-            params.append(f"branches={self.branches}x{self.branch_slots} slots, length {self.branch_length}"
-                          + (f", pairs of {self.branch_pairs}" if self.branch_pairs else ""))
+            params.append(f"branches={self.branches}x{self.branch_slots} slots, length {self.branch_length}")
         if self.step_test != "per-token" and self.rule.exact:
             params.append(f"{self.step_test} test")
         if self.zipar_window not in (None, 8):
@@ -216,7 +209,6 @@ class DecodingConfig:
         branches: int = 0,
         branch_slots: int = 4,
         branch_length: int = 2,
-        branch_pairs: int = 0,
         step_test: str = "per-token",
     ) -> "DecodingConfig":
         """Parses "sjd", "mc-sjd+lantern", "zipar+mc-sjd", ... (see `DECODINGS`).
@@ -257,6 +249,5 @@ class DecodingConfig:
             branches=branches,
             branch_slots=branch_slots,
             branch_length=branch_length,
-            branch_pairs=branch_pairs,
             step_test=step_test,
         )

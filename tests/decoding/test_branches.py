@@ -151,15 +151,3 @@ def test_every_branch_draft_is_verified_against_the_q_it_was_drawn_from(monkeypa
     drafted, massless = map(sum, zip(*checked))
     assert drafted > 2000 and massless == 0
 
-
-def test_pair_swaps_replace_two_codebooks_with_their_likeliest_others():
-    from mmspec.decoding.branches import pair_swaps
-
-    draft = torch.tensor([5, 6, 7]).view(1, 1, 1, 3)  # one slot, K = 3
-    likely = torch.tensor([[0, 1], [2, 3], [4, 9]]).view(1, 1, 1, 3, 2)
-    mass = torch.tensor([[0.5, 0.2], [0.4, 0.0], [0.3, 0.1]]).view(1, 1, 1, 3, 2)
-    steps = pair_swaps(draft, likely, mass, 2)[0, 0, 0]  # [3 pairs * 2 * 2, K]
-    assert steps.shape == (12, 3)
-    expected = {(a, b, 7) for a in (0, 1) for b in (2,)} | {(a, 6, c) for a in (0, 1) for c in (4, 9)} | {(5, 2, c) for c in (4, 9)}
-    kept = {tuple(s) for s in steps.tolist() if min(s) >= 0}
-    assert kept == expected and (steps < 0).all(-1).sum() == 12 - len(expected)
