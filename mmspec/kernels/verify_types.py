@@ -30,9 +30,9 @@ class VerifyOutput:
 VERIFY_DOC = """Verifies N windows of drafts against their target distributions.
 
     Slots of K tokens (`[N, S, K, V]` targets, `[N, S, K]` drafts and uniforms) run on
-    the PyTorch path: a slot is accepted when all its K drafts are, or with `joint=True`
-    (exact rule only) when its K drafts pass one test as a whole step, the residual then
-    drawn with `generator` (`mmspec.kernels.verify_joint`).
+    the PyTorch path: a slot is accepted when all its K drafts are, or with `step_groups`
+    (exact rule only) when each group of its drafts passes one test as a whole, a group's
+    residual then drawn with `generator` (`mmspec.kernels.verify_joint`).
 
     Slot i of a window holds the target p_i of its position and optionally a draft d_i drawn
     from q_i. Slots are accepted left to right while `accept_uniforms[i] < rule.accept_prob`;
@@ -68,9 +68,11 @@ VERIFY_DOC = """Verifies N windows of drafts against their target distributions.
             `GSDRule(...)` bound to the token embeddings (`rule.bind(embeddings)`).
         coupling (`bool`, *optional*, defaults to `True`): MC-SJD's maximal coupling for the
             next drafts (else fresh samples from p).
-        joint (`bool`, *optional*, defaults to `False`): slots of K tokens tested as one
-            token of V^K (exact rule; relaxed rules test token by token).
-        generator (`torch.Generator`, *optional*): draws of the joint residual.
+        step_groups (`tuple[tuple[int, ...], ...]`, *optional*): for slots of K tokens, the
+            groups of token indices tested together, e.g. `((0, 1, 2, 3),)` for a whole step
+            as one token of V^K (exact rule; relaxed rules test token by token). None: each
+            token on its own.
+        generator (`torch.Generator`, *optional*): draws of the residuals of groups.
 
     Returns:
         `VerifyOutput`: accepted and committed counts `[N]`, the tokens `[N, S]` and the p used.
