@@ -283,16 +283,14 @@ def verify_branches(loop, nodes: BranchNodes, logits: GuidedLogits, out, b: torc
     keep = torch.zeros_like(nodes.valid)
     a = out.accepted
     at_a = a.clamp(max=S - 1)[:, None, None].expand(-1, 1, K)
-    x = out.tokens.gather(1, at_a)[:, 0]  # [N, K]: the step committed at slot a
-    rejected = (out.committed == a + 1) & (a < D) & (drafts.gather(1, at_a)[:, 0] >= 0).all(-1)
+    x, draft = out.tokens.gather(1, at_a)[:, 0], drafts.gather(1, at_a)[:, 0]  # [N, K]: at slot a
+    rejected = (out.committed == a + 1) & (a < D) & (draft >= 0).all(-1)
     at = a.clamp(max=D - 1)
     agree = (nodes.tokens[b, r, at, :, 0] == x[:, None]).sum(-1)  # [N, C] codebooks equal to x
     agree = torch.where(nodes.valid[b, r, at, :, 0] & rejected[:, None], agree, -1)
     best, best_k = agree.max(-1)
-    own = (drafts.gather(1, at_a)[:, 0] == x).sum(-1)
     hit_mask = best == K
-    near_mask = ~hit_mask & (best > own)
-    use = (hit_mask | near_mask).nonzero()[:, 0]
+    use = (best > (draft == x).sum(-1)).nonzero()[:, 0]  # hits and near misses
     if len(use) == 0:
         return out, keep
     hb, hr, ha, hk = b[use], r[use], a[use], best_k[use]

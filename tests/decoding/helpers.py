@@ -14,3 +14,19 @@ def tiny_model(vocab_size=4, block_size=4, seed=0):
     torch.nn.init.normal_(model.tok_embeddings.weight, std=1.0)
     torch.nn.init.normal_(model.cls_embedding.embedding_table.weight, std=1.0)
     return model
+
+
+def record_massless_drafts(monkeypatch, module) -> list:
+    """Wraps `module.verify` (patched for the test) so that every call appends (drafted
+    slots, drafted slots whose draft has no mass under its q) to the returned list."""
+    verify, checked = module.verify, []
+
+    def checking_verify(target_probs, draft_probs, draft_tokens, num_slots, *args, **kwargs):
+        slots = torch.arange(draft_tokens.shape[1])[None, :, None] < num_slots[:, None, None]
+        drafted = slots & (draft_tokens >= 0)
+        mass = draft_probs.gather(-1, draft_tokens.clamp(min=0)[..., None])[..., 0]
+        checked.append((int(drafted.sum()), int((drafted & (mass <= 0)).sum())))
+        return verify(target_probs, draft_probs, draft_tokens, num_slots, *args, **kwargs)
+
+    monkeypatch.setattr(module, "verify", checking_verify)
+    return checked

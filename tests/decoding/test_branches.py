@@ -7,7 +7,7 @@ from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.generate import generate
 from mmspec.decoding.jacobi import decode_jacobi, extra_positions
 from mmspec.metrics.losslessness import chi_square
-from tests.decoding.helpers import tiny_model
+from tests.decoding.helpers import record_massless_drafts, tiny_model
 from tests.decoding.test_jacobi import eol_layout, exact_distribution, sample_counts  # noqa: F401 (fixture)
 
 SAMPLING = SamplingConfig(guidance_scale=2.0, top_k=8)
@@ -135,17 +135,7 @@ def test_every_branch_draft_is_verified_against_the_q_it_was_drawn_from(monkeypa
     from mmspec.decoding import branches
 
     model = tiny_model(vocab_size=16, block_size=16)
-    checked = []
-    verify = branches.verify
-
-    def checking_verify(target_probs, draft_probs, draft_tokens, num_slots, *args, **kwargs):
-        slots = torch.arange(draft_tokens.shape[1])[None, :, None] < num_slots[:, None, None]
-        drafted = slots & (draft_tokens >= 0)
-        mass = draft_probs.gather(-1, draft_tokens.clamp(min=0)[..., None])[..., 0]
-        checked.append((int(drafted.sum()), int((drafted & (mass <= 0)).sum())))
-        return verify(target_probs, draft_probs, draft_tokens, num_slots, *args, **kwargs)
-
-    monkeypatch.setattr(branches, "verify", checking_verify)
+    checked = record_massless_drafts(monkeypatch, branches)
     config = DecodingConfig(method="mc-sjd", window=6, branches=3, branch_slots=3, branch_length=2)
     decode_counting_relocations(model, torch.arange(3).repeat(8), config, sampling=SamplingConfig(guidance_scale=2.0, top_k=4))
     drafted, massless = map(sum, zip(*checked))

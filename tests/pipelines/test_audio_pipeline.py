@@ -19,6 +19,7 @@ from mmspec.decoding.config import DecodingConfig
 from mmspec.metrics.losslessness import all_sequences, chi_square
 from mmspec.models.musicgen import MusicgenLM, WordCondition, delay_pattern
 from mmspec.pipelines import load_pipeline
+from tests.decoding.helpers import record_massless_drafts
 from tests.pipelines.tiny_speech import tiny_speech_pipeline
 
 
@@ -107,17 +108,7 @@ def test_every_window_draft_is_verified_against_the_q_it_was_drawn_from(monkeypa
     MusicGen: every drafted slot of every window has mass under its q, over enough
     forwards that such drafts are among them."""
     lm = context_sensitive_decoder(V=8, K=2, T=5)
-    checked = []
-    verify = jacobi.verify
-
-    def checking_verify(target_probs, draft_probs, draft_tokens, num_slots, *args, **kwargs):
-        slots = torch.arange(draft_tokens.shape[1])[None, :, None] < num_slots[:, None, None]
-        drafted = slots & (draft_tokens >= 0)
-        mass = draft_probs.gather(-1, draft_tokens.clamp(min=0)[..., None])[..., 0]
-        checked.append((int(drafted.sum()), int((drafted & (mass <= 0)).sum())))
-        return verify(target_probs, draft_probs, draft_tokens, num_slots, *args, **kwargs)
-
-    monkeypatch.setattr(jacobi, "verify", checking_verify)
+    checked = record_massless_drafts(monkeypatch, jacobi)
     decoding = DecodingConfig.from_name("mc-sjd", window=4, branches=2, branch_slots=2)
     generate(lm, torch.ones(4000, dtype=torch.long), decoding, SamplingConfig(guidance_scale=2.0, temperature=1.5, top_k=2),
              generator=torch.Generator().manual_seed(1))
