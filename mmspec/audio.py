@@ -68,7 +68,7 @@ def run_audio_batch(
     items: list[Item],
     out_dir: str | Path,
     *,
-    decoding="mc-sjd",
+    decoding="auto",
     seed: int = 0,
     call_kwargs: dict | None = None,
     pipeline: str | None = None,

@@ -231,7 +231,7 @@ def run_batch(
     items: list[Item],
     out_dir: str | Path,
     *,
-    decoding: str | DecodingConfig = "mc-sjd",
+    decoding: str | DecodingConfig = "auto",
     seed: int = 0,
     rank: int = 0,
     world_size: int = 1,

@@ -18,7 +18,7 @@ import torch
 from mmspec.assets import DEFAULT_ASSETS
 
 AR_BASELINE = "ar"
-DEFAULT_DECODING = "mc-sjd"
+DEFAULT_DECODING = "auto"
 
 
 class UserError(Exception):
@@ -65,7 +65,7 @@ def decoding_configs(args, default: str = DEFAULT_DECODING) -> list:
     names = args.methods if args.command == "bench" else [args.decoding or default]
     # LPD pipelines name their own decodings (lpd-20, ...); the pipeline checks those
     return [n if n.startswith("lpd") else DecodingConfig.from_name(n, window=args.window, zipar_window=args.zipar_window, init=args.init,
-                                                                    branches=args.branches, step_test=args.step_test)
+                                                                    branches=args.branches, step_test=args.step_test, cost=args.cost)
             for n in names]
 
 
@@ -296,13 +296,17 @@ def add_pipeline(p: argparse.ArgumentParser) -> None:
 
 
 def add_decoding(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--window", type=int, default=16, help="Jacobi draft window L, at most the sequence length (default 16)")
+    p.add_argument("--window", type=int, help="Jacobi draft window L, at most the sequence length (default 16; auto: chosen)")
     p.add_argument("--zipar-window", type=int, default=8, help="ZipAR: open a row when the row above has this many tokens (default 8)")
-    p.add_argument("--init", default="random",
-                   help="first drafts: random, left, above, previous-frame, lookup, or several joined by + (lookup+above); default random")
-    p.add_argument("--branches", type=int, default=0,
+    p.add_argument("--init",
+                   help="first drafts: random, left, above, previous-frame, lookup, or several joined by + (lookup+above); "
+                        "default random (auto: chosen)")
+    p.add_argument("--branches", type=int,
                    help="Jacobi methods: candidates per codebook beside each of the 4 leading drafts, verified under tree attention "
-                        "(exact; more forward work, fewer forwards); default 0, none")
+                        "(exact; more forward work, fewer forwards); default 0, none (auto: chosen on CUDA)")
+    p.add_argument("--cost", choices=("cached", "refresh", "off"), default="cached",
+                   help="auto's cost curve of the forward: cached (measured once per model, device and threads; default), "
+                        "refresh (measure again) or off (choose by forwards alone)")
     p.add_argument("--step-test", default="per-token",
                    help="exact test of a step of several tokens (audio codebooks): per-token (default), joint (the step as one "
                         "token), or codebook groups such as 0+123")
@@ -315,8 +319,8 @@ def add_decoding(p: argparse.ArgumentParser) -> None:
 
 def add_method(p: argparse.ArgumentParser) -> None:
     p.add_argument("--decoding",
-                   help="decoding method: ar, sjd, mc-sjd, sjd+lantern, mc-sjd+gsd, zipar, zipar+mc-sjd, ...; lpd-20 or lpd-32 "
-                        "for an LPD pipeline (default: mc-sjd, or lpd-20 for LPD)")
+                   help="decoding method: auto, ar, sjd, mc-sjd, sjd+lantern, mc-sjd+gsd, zipar, zipar+mc-sjd, ...; lpd-20 or "
+                        "lpd-32 for an LPD pipeline (default: auto, hardware-aware exact decoding; lpd-20 for LPD)")
 
 
 def add_condition(p: argparse.ArgumentParser, per_class: int) -> None:

@@ -30,7 +30,7 @@ def add_parser(sub, add_pipeline, positive_int, seed_number) -> None:
     m.add_argument("--classes", nargs="*", help="class names or indices (default: every class)")
     m.add_argument("--per-class", type=positive_int, default=1, help="meshes per class (default 1)")
     m.add_argument("--items", help="batch file: one class name or index per line, or .jsonl objects with class and an optional id")
-    m.add_argument("--decoding", default="mc-sjd+lookup", help="ar, sjd, mc-sjd, each optionally +lookup or +face-lookup (default mc-sjd+lookup)")
+    m.add_argument("--decoding", default="auto", help="auto, ar, sjd, mc-sjd, each optionally +lookup or +face-lookup (default auto)")
     m.add_argument("--window", type=positive_int, default=16, help="Jacobi draft window (default 16)")
     m.add_argument("--temperature", type=float, help="sampling temperature, 0 = greedy (default: the pipeline's)")
     m.add_argument("--top-k", type=int, help="top-k filter, 0 = off (default: the pipeline's)")

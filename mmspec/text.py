@@ -84,7 +84,7 @@ def check_text_decoding(decoding: str | DecodingConfig) -> DecodingConfig:
     if not config.rule.exact:
         raise ValueError(f"{config.rule.name} relaxes acceptance between neighbouring image tokens; text decoding is exact: "
                          "use ar, sjd or mc-sjd (with +lookup)")
-    names = config.drafter.name.split("+")
+    names = [] if config.drafter is None else config.drafter.name.split("+")
     if not set(names) <= set(TEXT_DRAFTERS):
         raise ValueError(f"draft init {config.drafter.name!r} copies along image axes; text takes {', '.join(TEXT_DRAFTERS)}")
     return config
@@ -111,7 +111,7 @@ def generate_text(
     input_ids: torch.Tensor | None = None,
     attention_mask: torch.Tensor | None = None,
     *,
-    decoding: str | DecodingConfig = "mc-sjd+lookup",
+    decoding: str | DecodingConfig = "auto",
     generation_config: GenerationConfig | None = None,
     generator: torch.Generator | None = None,
     streamer=None,
@@ -125,7 +125,8 @@ def generate_text(
         model: a transformers causal LM or VLM (`LlavaForConditionalGeneration`, ...).
         input_ids (`torch.Tensor`): long `[B, P]`, prompts padded on the left.
         attention_mask (`torch.Tensor`, *optional*): `[B, P]`, 0 at padding.
-        decoding (`str` or `DecodingConfig`, defaults to "mc-sjd+lookup"): "ar", "sjd",
+        decoding (`str` or `DecodingConfig`, defaults to "auto"): "auto" (MC-SJD with lookup drafts whose window is
+            chosen from the device's cost curve, AR steps among the choices), "ar", "sjd",
             "mc-sjd", each optionally "+lookup" (n-gram drafts from the prompt and text), or
             "prompt-lookup" (every forward redrafts from the prompt and text).
         generation_config (`GenerationConfig`, *optional*): defaults to the model's.

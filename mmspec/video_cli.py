@@ -32,7 +32,7 @@ def add_video_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--per-class", type=int, default=1, help="videos per class (default 1)")
     p.add_argument("--batch", help="text file, one class label per line (or .jsonl with class_label and id): resumable")
     p.add_argument("--frames", type=int, help="frames per video (default: the model's)")
-    p.add_argument("--decoding", default="mc-sjd", help="decoding method: ar, sjd, mc-sjd, zipar+mc-sjd, mc-sjd+gsd, ... (default mc-sjd)")
+    p.add_argument("--decoding", default="auto", help="decoding method: auto, ar, sjd, mc-sjd, zipar+mc-sjd, mc-sjd+gsd, ... (default auto)")
     p.add_argument("--init", default="previous-frame", help="first drafts: previous-frame, above, random, ... (default previous-frame)")
     p.add_argument("--window", type=int, default=16, help="Jacobi draft window (default 16)")
     p.add_argument("--zipar-window", type=int, default=4, help="ZipAR window within a frame, for zipar methods (default 4)")

@@ -1,6 +1,7 @@
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 # Triton kernels run on CPU only in interpreter mode, which must be chosen before Triton is
@@ -12,6 +13,8 @@ import pytest
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# auto's cost curves go to a folder of this run, not the user's cache
+os.environ.setdefault("MMSPEC_CACHE_DIR", tempfile.mkdtemp(prefix="mmspec-test-cache-"))
 # the models under test are tiny: one thread is faster than two fighting over a busy CPU
 torch.set_num_threads(1)
 

@@ -51,6 +51,19 @@ from mmspec.decoding.steps import allowed_steps, step_logits
 from mmspec.kernels.verify import verify
 
 
+@dataclass(frozen=True)
+class BranchSetting:
+    """Branches at the first `slots` window slots: `candidates` per slot (m; per codebook
+    with K tokens a step), each followed by `length` of the window's next drafts (c)."""
+
+    candidates: int
+    slots: int
+    length: int
+
+    def __str__(self) -> str:
+        return f"{self.candidates}x{self.slots}x{self.length}"
+
+
 @dataclass
 class BranchNodes:
     """The branch nodes of every window `[B, R, D, C, c + 1]` and where they sit in the call."""
@@ -88,10 +101,10 @@ def check_branches(session, layout, processors) -> None:
         raise ValueError("branches do not run logits processors; decode with branches=0 or without processors")
 
 
-def extra_branch_positions(R: int, config, layout) -> int:
-    """Scratch positions the branch nodes of one forward are written at."""
-    per_slot = config.branches * layout.tokens_per_step + 3 * len(layout.axes) * len(layout.axes)  # q's, then the neighbours
-    return R * min(config.branch_slots, config.window) * per_slot * (config.branch_length + 1)
+def branch_nodes(setting, window: int, layout) -> int:
+    """Branch nodes of one window at most, for a `BranchSetting` (m, D, c)."""
+    per_slot = setting.candidates * layout.tokens_per_step + 3 * len(layout.axes) * len(layout.axes)  # q's, then the neighbours
+    return min(setting.slots, window) * per_slot * (setting.length + 1)
 
 
 def neighbour_sources(layout) -> torch.Tensor:
@@ -120,7 +133,7 @@ def neighbour_sources(layout) -> torch.Tensor:
     return torch.where(inside, found, -1)
 
 
-def candidates(loop, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def candidates(loop, setting, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Each leading slot's candidate steps, long `[B, R, D, C, K]` and whether each is one:
     the steps next to its position (what it sees there: committed steps or the window's
     drafts before it), then its draft with one codebook's token replaced by one of the m
@@ -128,7 +141,7 @@ def candidates(loop, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     K = 1, the m most likely tokens), without repeats, without the slot's own draft, and
     only steps the layout allows there."""
     B, R, L, K = loop.B, loop.R, loop.L, loop.K
-    D, m = min(loop.config.branch_slots, L), loop.config.branches
+    D, m = min(setting.slots, L), setting.candidates
     draft = loop.drafts[:, :, :D]  # [B, R, D, K]
     pos = (loop.n[..., None] + torch.arange(D, device=loop.device)).clamp(max=loop.T - 1)  # [B, R, D]
     src = loop.branch_sources[pos]  # [B, R, D, C_near]
@@ -155,13 +168,13 @@ def candidates(loop, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return tokens, ok
 
 
-def add_branches(loop, live: torch.Tensor, inputs):
-    """Appends the branch nodes of the live windows to `inputs` and gives them tree
-    attention; returns the extended inputs and the nodes."""
+def add_branches(loop, live: torch.Tensor, inputs, setting):
+    """Appends the branch nodes (`setting`: a `BranchSetting`) of the live windows to
+    `inputs` and gives them tree attention; returns the extended inputs and the nodes."""
     B, R, L, S, T, K, device = loop.B, loop.R, loop.L, loop.S, loop.T, loop.K, loop.device
-    D, c = min(loop.config.branch_slots, L), loop.config.branch_length
+    D, c = min(setting.slots, L), setting.length
     q = window_q(loop)
-    cand, cand_ok = candidates(loop, q)
+    cand, cand_ok = candidates(loop, setting, q)
     j = torch.arange(D, device=device)
     i = torch.arange(c + 1, device=device)
     # main candidate index r*S + t of every slot; input j + 1 feeds the draft of slot j
@@ -270,7 +283,7 @@ def verify_branches(loop, nodes: BranchNodes, logits: GuidedLogits, out, b: torc
     res = verify(
         None, branch_q, branch_drafts, num_slots, accept_u, sample_u,
         target_logits=target, sampling=loop.sampling, allowed=allowed_steps(loop.layout, predicts),
-        rule=loop.rule, coupling=loop.config.method == "mc-sjd",
+        rule=loop.rule, coupling=loop.config.coupled,
         step_groups=loop.step_groups, generator=loop.generator,
     )
     next_ok = valid[:, :c]  # node i - 1 computed the p that draft i follows

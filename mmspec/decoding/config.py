@@ -1,7 +1,9 @@
 """DecodingConfig: which method decodes, parsed from names such as "zipar+mc-sjd+gsd".
 
 A method is four independent choices:
-  * drafting: "ar" (none), "sjd" (fresh drafts each iteration) or "mc-sjd" (coupled drafts);
+  * drafting: "ar" (none), "sjd" (fresh drafts each iteration), "mc-sjd" (coupled drafts)
+    or "auto" (MC-SJD whose window, branches and first drafts are picked forward by forward
+    from the device's measured cost curve and the decode's own acceptance: `mmspec.decoding.auto`);
   * acceptance: exact (default), "lantern", "gsd" or "pcg" (relaxed; need sjd or mc-sjd);
   * schedule: raster order (default), "zipar" (rows decoded side by side) or a schedule
     object (`mmspec.decoding.schedules`: `Frames` for video);
@@ -15,10 +17,12 @@ import itertools
 from dataclasses import dataclass, field
 
 from mmspec.core.rules import ExactRule, GSDRule, LanternRule, PCGRule
+from mmspec.decoding.branches import BranchSetting
 from mmspec.decoding.drafts import DRAFTER_NAMES, drafter_from_name
 from mmspec.decoding.schedules import Frames, Raster, ZipAR, check_count
 
-DRAFTING = ("ar", "sjd", "mc-sjd")
+DRAFTING = ("ar", "sjd", "mc-sjd", "auto")
+COST_MODES = ("cached", "refresh", "off")
 RELAXED = ("lantern", "gsd", "pcg")
 
 
@@ -33,6 +37,7 @@ def _valid_names() -> list[str]:
 
 
 DECODINGS = tuple(_valid_names())
+AUTO_MAX_WINDOW = 32  # auto's largest window unless one is given
 
 
 @dataclass(frozen=True)
@@ -40,10 +45,15 @@ class DecodingConfig:
     """A decoding method and its parameters.
 
     Args:
-        method (`str`, defaults to "mc-sjd"): "ar", "sjd" or "mc-sjd".
+        method (`str`, defaults to "mc-sjd"): "ar", "sjd", "mc-sjd" or "auto" (hardware-aware
+            MC-SJD: `window`, `branches` and `init` left unset are chosen before each forward,
+            AR among the choices; `mmspec.decoding.auto`).
         rule: `ExactRule()` (lossless), `LanternRule(k, delta | lam)` or `GSDRule(...)`.
-        window (`int`, defaults to 16): Jacobi draft window L (drafts per forward and open row).
-        init (`str` or a drafter, defaults to "random"): first drafts of a slot: uniform over
+        window (`int`, *optional*, defaults to 16; auto: chosen, up to 32): Jacobi draft
+            window L (drafts per forward and open row). Given with auto, it is fixed (auto
+            then chooses between it and AR steps).
+        init (`str` or a drafter, *optional*, defaults to "random"; auto: chosen among the
+            layout's copy drafters and random): first drafts of a slot: uniform over
             the allowed tokens, a copy of the token to the "left" or "above", "lookup" (n-gram
             lookup in the prompt and the history), several joined by "+" (the first that
             proposes wins; random fills the rest), or a drafter object.
@@ -57,7 +67,8 @@ class DecodingConfig:
             follows the drafts that forward saw (`mmspec.decoding.drafts.Hints`). Prompt-
             lookup decoding ("prompt-lookup": SJD, "phrase-lookup" drafts), for text that
             repeats its prompt with some words changed.
-        branches (`int`, defaults to 0): candidate tokens fed beside the draft of each of the
+        branches (`int`, *optional*, defaults to 0; auto: chosen when the session has tree
+            attention): candidate tokens fed beside the draft of each of the
             first `branch_slots` window slots (per codebook for steps of K tokens: the draft
             step with one token swapped), under tree attention, each followed by
             `branch_length` of the window's next drafts; when a draft is rejected and the
@@ -75,6 +86,12 @@ class DecodingConfig:
             rejection redraws the whole group, which moves later drafts' context more: on
             the shipped speech model it needs more forwards (docs/audio.md). Relaxed rules
             always test per token.
+        cost (`str`, defaults to "cached"): auto's cost curve of the forward: "cached"
+            (measured the first time a model, device, dtype, thread count and batch are seen,
+            then read from the user's cache folder), "refresh" (measured again and
+            rewritten) or "off" (no measurement: a flat curve, choosing by forwards alone).
+        chooser (*optional*): auto's choice of settings, a callable `(AutoContext) -> chooser`
+            (see `mmspec.decoding.auto.CostChooser`); for tests and studies.
 
     Example:
         >>> DecodingConfig.from_name("zipar+mc-sjd+gsd", window=8).name
@@ -83,26 +100,34 @@ class DecodingConfig:
 
     method: str = "mc-sjd"
     rule: ExactRule | LanternRule | GSDRule | PCGRule = field(default_factory=ExactRule)
-    window: int = 16
-    init: object = "random"
+    window: int | None = None
+    init: object = None
     zipar_window: int | None = None
     schedule: Raster | ZipAR | Frames | None = None
     redraft: bool = False
-    branches: int = 0
+    branches: int | None = None
     branch_slots: int = 4
     branch_length: int = 2
     step_test: str = "per-token"
+    cost: str = "cached"
+    chooser: object = None
 
     def __post_init__(self):
         if self.method not in DRAFTING:
             raise ValueError(f"unknown drafting method {self.method!r}; choose from {', '.join(DRAFTING)}")
+        if self.method != "auto":  # what auto would choose is fixed at its plain default
+            for name, default in (("window", 16), ("init", "random"), ("branches", 0)):
+                if getattr(self, name) is None:
+                    object.__setattr__(self, name, default)
+        if self.cost not in COST_MODES:
+            raise ValueError(f"cost must be one of {', '.join(COST_MODES)}, got {self.cost!r}")
         if self.method == "ar" and not self.rule.exact:
             raise ValueError(f"{self.rule.name} is an acceptance rule for Jacobi drafts; use it with sjd or mc-sjd")
-        if self.method != "ar":
+        if self.method != "ar" and self.window is not None:
             check_count("window", self.window)
         if self.redraft and self.method == "ar":
             raise ValueError("redraft drafts for Jacobi windows; use it with sjd or mc-sjd")
-        if isinstance(self.branches, bool) or not isinstance(self.branches, int) or self.branches < 0:
+        if self.branches is not None and (isinstance(self.branches, bool) or not isinstance(self.branches, int) or self.branches < 0):
             raise ValueError(f"branches must be an integer >= 0 (0: none), got {self.branches!r}")
         if self.branches:
             if self.method == "ar" or self.redraft:
@@ -111,7 +136,8 @@ class DecodingConfig:
             if self.branch_length < 0:
                 raise ValueError(f"branch_length must be >= 0, got {self.branch_length}")
         self.step_groups(None)  # a clear error for a bad step_test
-        self.drafter  # a clear error for an unknown name
+        if self.init is not None:
+            self.drafter  # a clear error for an unknown name
         if self.zipar_window is not None:
             if self.schedule is not None:
                 raise ValueError("give zipar_window or schedule, not both")
@@ -136,7 +162,9 @@ class DecodingConfig:
 
     @property
     def drafter(self):
-        """The first-draft drafter object (`init` by name, or as given)."""
+        """The first-draft drafter object (`init` by name, or as given; None: auto chooses)."""
+        if self.init is None:
+            return None
         return drafter_from_name(self.init, fill=not self.redraft) if isinstance(self.init, str) else self.init
 
     @property
@@ -161,12 +189,13 @@ class DecodingConfig:
     def describe(self) -> str:
         """The name plus every parameter that differs from its default, for tables."""
         params = []
-        if self.method != "ar" and self.window != 16:
+        plain = self.method != "auto"
+        if self.method != "ar" and self.window is not None and (self.window != 16 or not plain):
             params.append(f"window={self.window}")
-        if self.method != "ar" and self.drafter.name != "random":
+        if self.method != "ar" and self.init is not None and (self.drafter.name != "random" or not plain):
             params.append(f"init={self.drafter.name}")
-        if self.branches:
-            params.append(f"branches={self.branches}x{self.branch_slots} slots, length {self.branch_length}")
+        if self.branches or (not plain and self.branches == 0):
+            params.append("no branches" if not self.branches else f"branches={self.branches}x{self.branch_slots} slots, length {self.branch_length}")
         if self.step_test != "per-token" and self.rule.exact:
             params.append(f"{self.step_test} test")
         if self.zipar_window not in (None, 8):
@@ -188,16 +217,28 @@ class DecodingConfig:
 
     @property
     def draft_window(self) -> int:
-        """Drafts per window: 0 for plain AR rows."""
-        return 0 if self.method == "ar" else self.window
+        """Drafts per window (auto: the most it may choose): 0 for plain AR rows."""
+        if self.method == "ar":
+            return 0
+        return AUTO_MAX_WINDOW if self.window is None else self.window
+
+    @property
+    def branch_setting(self) -> BranchSetting | None:
+        """The fixed branches, or None (none; under auto with `branches` unset: chosen)."""
+        return BranchSetting(self.branches, self.branch_slots, self.branch_length) if self.branches else None
+
+    @property
+    def coupled(self) -> bool:
+        """Whether next drafts are coupled with their p (MC-SJD; auto is MC-SJD)."""
+        return self.method in ("mc-sjd", "auto")
 
     @classmethod
     def from_name(
         cls,
         name: str,
         *,
-        window: int = 16,
-        init: str = "random",
+        window: int | None = None,
+        init: str | None = None,
         zipar_window: int = 8,
         lantern_k: int = 1000,
         lantern_delta: float | None = 0.1,
@@ -206,10 +247,11 @@ class DecodingConfig:
         gsd_prob_gap: float = 0.15,
         gsd_embed_dist: float = 0.5,
         pcg_groups: int = 32,
-        branches: int = 0,
+        branches: int | None = None,
         branch_slots: int = 4,
         branch_length: int = 2,
         step_test: str = "per-token",
+        cost: str = "cached",
     ) -> "DecodingConfig":
         """Parses "sjd", "mc-sjd+lantern", "zipar+mc-sjd", ... (see `DECODINGS`).
         `lantern_lambda` selects LANTERN++'s ratio form instead of `lantern_delta`.
@@ -218,7 +260,7 @@ class DecodingConfig:
         lookup drafts; a drafter alone ("lookup") means SJD with it. "prompt-lookup" is
         prompt-lookup decoding: SJD redrafting every slot with "phrase-lookup"."""
         if isinstance(name, str) and name.lower() == "prompt-lookup":
-            return cls(method="sjd", window=window, init="phrase-lookup", redraft=True)
+            return cls(method="sjd", window=window or 16, init="phrase-lookup", redraft=True)
         given = name.lower().split("+") if isinstance(name, str) else []
         drafters = [p for p in given if p in DRAFTER_NAMES]
         parts = [p for p in given if p not in DRAFTER_NAMES]
@@ -250,4 +292,5 @@ class DecodingConfig:
             branch_slots=branch_slots,
             branch_length=branch_length,
             step_test=step_test,
+            cost=cost,
         )

@@ -53,8 +53,13 @@ class DraftContext:
 class Random:
     name = "random"
 
+    def sources(self, layout: TokenLayout, pos: torch.Tensor) -> torch.Tensor:
+        """The positions a proposal at `pos` reads (none: `[..., 0]`); see `first_drafts`."""
+        return pos.new_empty(*pos.shape, 0)
+
     def propose(self, ctx: DraftContext, pos: torch.Tensor, u: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
-        """Tokens `[B, K]` for positions `pos [B]` from uniforms `u [B, K]`; `allowed [B, K, V]`."""
+        """Tokens `[B, K]` for positions `pos [B]` (or `[B, J, K]` for `[B, J]`) from uniforms
+        `u [B, K]`; `allowed [B, K, V]`."""
         weights = torch.ones(*u.shape, ctx.layout.vocab_size, device=u.device) if allowed is None else allowed.float()
         return categorical(weights, u)
 
@@ -69,10 +74,14 @@ class Copy:
         named = {"col": "left", "row": "above", "frame": "previous-frame", "step": "previous-step"}
         return named.get(self.axis, f"copy-{self.axis}") if self.distance == 1 else f"copy-{self.axis}-{self.distance}"
 
+    def sources(self, layout: TokenLayout, pos: torch.Tensor) -> torch.Tensor:
+        return layout.neighbour(self.axis, self.distance).to(pos.device)[pos][..., None]
+
     def propose(self, ctx: DraftContext, pos: torch.Tensor, u: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
-        source = ctx.layout.neighbour(self.axis, self.distance).to(pos.device)[pos]  # [B]
-        copied = ctx.history[torch.arange(len(pos), device=pos.device), source.clamp(min=0)]  # [B, K]
-        return torch.where((source >= 0)[:, None], copied, -1)
+        source = ctx.layout.neighbour(self.axis, self.distance).to(pos.device)[pos]  # [B] or [B, J]
+        rows = torch.arange(len(pos), device=pos.device).view(-1, *([1] * (pos.dim() - 1)))
+        copied = ctx.history[rows, source.clamp(min=0)]  # [B, (J,) K]
+        return torch.where((source >= 0)[..., None], copied, -1)
 
 
 @dataclass(frozen=True)
@@ -182,6 +191,10 @@ class FirstOf:
         names = [d.name for d in self.drafters]
         return "+".join(names[:-1] if names[-1] == "random" and len(names) > 1 else names)
 
+    def sources(self, layout: TokenLayout, pos: torch.Tensor) -> torch.Tensor | None:
+        found = [getattr(d, "sources", lambda *_: None)(layout, pos) for d in self.drafters]
+        return None if any(f is None for f in found) else torch.cat(found, -1)
+
     def propose(self, ctx: DraftContext, pos: torch.Tensor, u: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
         out = torch.full_like(u, -1, dtype=torch.long)
         for drafter in self.drafters:
@@ -249,11 +262,18 @@ def first_drafts(
     K = history.shape[-1]
     out = torch.full((B, J, K), -1, dtype=torch.long, device=history.device)
     u = uniforms((B, J, K), generator, history.device)
+    live = positions >= 0
+    sources = getattr(drafter, "sources", lambda *_: None)(layout, positions.clamp(min=0)) if hints is None else None
+    if sources is not None and not bool(((sources[..., None] == positions[:, None, None, :]) & live[:, None, None, :]).any()):
+        # no proposal reads a position drafted here: all of them at once, as one pass would give
+        allowed = layout.allowed_at(positions.clamp(min=0))
+        allowed = allowed[:, :, None] if allowed is not None and K == 1 else allowed
+        draft = keep_allowed(drafter.propose(DraftContext(layout, history, prompt), positions.clamp(min=0), u, allowed), allowed)
+        return torch.where(live[..., None], draft, -1)
     rows = torch.arange(B, device=history.device)
     ctx = DraftContext(layout, history, prompt, run=torch.full((B,), -1, dtype=torch.long, device=history.device))
     history = ctx.history  # a view into ctx.text
     in_step = torch.ones(B, dtype=torch.bool, device=history.device)
-    live = positions >= 0
     any_live = live.any(0).tolist()
     all_live = live.all(0).tolist()
     breaks = torch.cat([torch.zeros_like(positions[:, :1], dtype=torch.bool), positions[:, 1:] != positions[:, :-1] + 1], 1)

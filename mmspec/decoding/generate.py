@@ -11,7 +11,8 @@ from mmspec.core.contracts import TokenModel
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.ar import decode_ar
 from mmspec.decoding.config import DecodingConfig
-from mmspec.decoding.jacobi import decode_jacobi, extra_positions
+from mmspec.decoding.cost_model import model_device, session_curve
+from mmspec.decoding.jacobi import branch_options, decode_jacobi, extra_positions
 from mmspec.decoding.schedules import Raster
 from mmspec.decoding.stats import DecodeStats
 from mmspec.decoding.stopping import Stopping
@@ -27,7 +28,7 @@ def as_decoding(decoding: str | DecodingConfig) -> DecodingConfig:
 def generate(
     model: TokenModel,
     condition: Any,
-    decoding: str | DecodingConfig = "mc-sjd",
+    decoding: str | DecodingConfig = "auto",
     sampling: SamplingConfig | None = None,
     generator: torch.Generator | None = None,
     on_step: Callable[[int, int], None] | None = None,
@@ -44,8 +45,8 @@ def generate(
     Args:
         model (`TokenModel`): the generator (a `LlamaGenGPT`, say).
         condition: what `model.start` takes (class labels `[B]` for c2i LlamaGen).
-        decoding (`str` or `DecodingConfig`, *optional*, defaults to "mc-sjd"): the method,
-            by name ("ar", "sjd", "mc-sjd", "sjd+lantern", "mc-sjd+gsd", "zipar",
+        decoding (`str` or `DecodingConfig`, *optional*, defaults to "auto"): the method,
+            by name ("auto", "ar", "sjd", "mc-sjd", "sjd+lantern", "mc-sjd+gsd", "zipar",
             "zipar+mc-sjd", ...: see `mmspec.decoding.config.DECODINGS`) or as a config.
         sampling (`SamplingConfig`, *optional*): CFG, temperature, top-k, top-p.
         generator (`torch.Generator`, *optional*): the source of every random draw.
@@ -86,6 +87,12 @@ def generate(
         session = model.start(condition, guided=sampling.guided)
         stopping = Stopping.at(stop_tokens, pad_token_id, session.batch_size, layout.length, session.prefill_logits().cond.device)
         return decode_ar(session, layout, sampling, generator, on_step, stopping, processors, on_commit)
-    session = model.start(condition, guided=sampling.guided, extra_positions=extra_positions(layout, config))
+    device = model_device(model)
+    extra = extra_positions(layout, config, device)
+    session = model.start(condition, guided=sampling.guided, extra_positions=extra)
+    cost = None
+    if config.method == "auto":  # before any draw: the curve is measured on slots nothing has committed
+        tree = any(b is not None for b in branch_options(config, device))
+        cost = session_curve(session, model, layout.tokens_per_step, layout.length, layout.length + extra, mode=config.cost, tree=tree)
     stopping = Stopping.at(stop_tokens, pad_token_id, session.batch_size, layout.length, session.prefill_logits().cond.device)
-    return decode_jacobi(session, layout, sampling, config, generator, on_step, stopping, processors, on_commit)
+    return decode_jacobi(session, layout, sampling, config, generator, on_step, stopping, processors, on_commit, cost)

@@ -39,9 +39,10 @@ from mmspec.core.contracts import CallTree, GuidedLogits, TokenSession
 from mmspec.core.layout import TokenLayout
 from mmspec.core.rules import bind_cached
 from mmspec.core.sampling import SamplingConfig, uniforms
-from mmspec.decoding.branches import (add_branches, check_branches, commit_branches, extra_branch_positions, neighbour_sources,
-                                      verify_branches)
+from mmspec.decoding.auto import BRANCH_PRESETS, Choice, ChoiceLog, make_chooser
+from mmspec.decoding.branches import add_branches, branch_nodes, check_branches, commit_branches, neighbour_sources, verify_branches
 from mmspec.decoding.config import DecodingConfig
+from mmspec.decoding.cost_model import CostCurve, GlueTimer
 from mmspec.decoding.drafts import Hints, first_drafts
 from mmspec.decoding.stats import DecodeStats
 from mmspec.decoding.steps import allowed_steps, draw_step, forward_steps, prefill_steps, prompt_steps, step_logits
@@ -49,10 +50,22 @@ from mmspec.decoding.stopping import Stopping
 from mmspec.kernels.verify import verify
 
 
-def extra_positions(layout: TokenLayout, config: DecodingConfig) -> int:
+def branch_options(config: DecodingConfig, device: torch.device | None = None) -> tuple:
+    """The branch settings a call may use: the fixed one, or under auto with `branches`
+    unset the presets on CUDA (on a CPU a branch forward costs several plain ones, and its
+    scratch positions make every forward's attention longer), and none."""
+    if config.method != "auto":
+        return (config.branch_setting,)
+    if config.branches is None:
+        return (None,) + (BRANCH_PRESETS if device is not None and device.type == "cuda" else ())
+    return (None, config.branch_setting) if config.branches else (None,)
+
+
+def extra_positions(layout: TokenLayout, config: DecodingConfig, device: torch.device | None = None) -> int:
     """Scratch positions a batched forward may need past the end (padding inputs, branches)."""
     R = len(config.scheduler.plan(layout))
-    return R * (config.draft_window + 1) + (extra_branch_positions(R, config, layout) if config.branches else 0)
+    nodes = [branch_nodes(b, config.draft_window, layout) for b in branch_options(config, device) if b is not None]
+    return R * (config.draft_window + 1 + max(nodes, default=0))
 
 
 @dataclass
@@ -96,14 +109,15 @@ class JacobiLoop:
     """The state of one decoding call and its named steps; `run()` loops them."""
 
     def __init__(self, session: TokenSession, layout: TokenLayout, sampling: SamplingConfig, config: DecodingConfig,
-                 generator: torch.Generator | None, stopping: Stopping, processors=()):
+                 generator: torch.Generator | None, stopping: Stopping, processors=(), cost: CostCurve | None = None):
         self.session, self.layout, self.sampling, self.config = session, layout, sampling, config
         self.generator, self.stopping, self.processors = generator, stopping, tuple(processors)
         self.rule = bind_cached(config.rule, layout.token_embeddings, layout.allowed)
         self.drafter = config.drafter
         self.step_groups = config.step_groups(layout.tokens_per_step)
         self.device = device = session.prefill_logits().cond.device
-        if config.branches:
+        branch_settings = branch_options(config, device)
+        if any(b is not None for b in branch_settings):
             check_branches(session, layout, processors)
             self.branch_sources = neighbour_sources(layout).to(device)
         plan = config.scheduler.plan(layout)
@@ -132,6 +146,19 @@ class JacobiLoop:
         self.b = torch.arange(B, device=device)[:, None]
         self.slot = torch.arange(self.S, device=device)
         self.forwards = 0
+        # this forward's setting: fixed by the config, or picked by auto's chooser
+        self.choice = Choice(L, config.branch_setting, self.drafter)
+        self.chooser, self.choices = None, None
+        if config.method == "auto":
+            self.cost = cost or CostCurve.flat(B)
+            self.chooser = make_chooser(config, layout, self.cost, branch_settings, min(L, T - 1), device, self.prompt is not None)
+            self.choices = ChoiceLog()
+            self.glue = GlueTimer(self.cost, device)
+        # auto: since the last choice, the tokens committed per window summed over forwards
+        # (on the device, read at the next choice) and the positions committed
+        self.observed = torch.zeros(2, device=device)
+        self.forwards_at_choice = 0
+        self.committed_at_choice = self.committed.clone()
 
     # -- steps -------------------------------------------------------------------------
 
@@ -169,7 +196,7 @@ class JacobiLoop:
         segment; valid inputs first, padded to the longest sequence of the batch."""
         B, R, S, T, n = self.B, self.R, self.S, self.T, self.n
         slot_pos = n[..., None] + self.slot[: self.L]
-        fed = live[..., None] & (slot_pos < (self.ends - 1)[None, :, None])  # [B, R, L]
+        fed = live[..., None] & (slot_pos < (self.ends - 1)[None, :, None]) & (self.slot[: self.L] < self.choice.window)  # [B, R, L]
         fed &= (self.drafts >= 0).all(-1).long().cumprod(-1).bool()  # up to the first slot without a draft (redraft)
         pending = (n == self.ends) & (self.ends < T) & ~self.kv_done.gather(1, (self.ends - 1).expand(B, R))
         pending &= ~self.stopping.finished[:, None]
@@ -223,7 +250,11 @@ class JacobiLoop:
         position n+j from candidate j. With branches, also which branch nodes hold
         committed context."""
         B, R, S, K, V, T, L = self.B, self.R, self.S, self.K, self.V, self.T, self.L
+        if self.chooser is not None:
+            self.glue.begin_forward()
         logits = forward_steps(self.session, inputs.tokens, inputs.positions, inputs.segments, inputs.tree)
+        if self.chooser is not None:
+            self.glue.end_forward()
         self.forwards += 1
         M = inputs.take.shape[1]  # the window inputs; branch nodes follow them
         main = GuidedLogits(*(None if x is None else x[:, :M] for x in (logits.cond, logits.uncond)))
@@ -250,12 +281,14 @@ class JacobiLoop:
         out = verify(
             None, q, drafts, inputs.num_slots[b, r], accept_u[window], sample_u[window],
             target_logits=target, sampling=self.sampling, allowed=allowed_steps(self.layout, win_pos),
-            rule=self.rule, coupling=self.config.method == "mc-sjd",
+            rule=self.rule, coupling=self.config.coupled,
             step_groups=self.step_groups, generator=self.generator,
         )
-        keep = None
+        keep, main = None, out
         if self.nodes is not None:
             out, keep = verify_branches(self, self.nodes, logits, out, b, r, drafts)
+        if self.chooser is not None:
+            self.observed += torch.stack([out.committed.sum(), (out.committed - main.committed).sum()]) / max(len(b), 1)
         return Verified.scatter(out, b, r, self.drafts, S), keep
 
     def commit_run(self, b: torch.Tensor, pos: torch.Tensor, steps: torch.Tensor, mask: torch.Tensor) -> None:
@@ -286,8 +319,13 @@ class JacobiLoop:
         self.n = self.n + committed
         src = self.slot[:L] + committed[..., None]  # new slot i takes old slot i + c
         self.q_carried = src < num_slots[..., None]
+        # drafts a shorter window left unfed stay as they are: given the past they are point
+        # masses, so their q is one-hot (and drafting them again would cost a drafter pass)
+        old = self.drafts.gather(2, src.clamp(max=L - 1)[..., None].expand(-1, -1, -1, K))
+        unfed = (src < L) & (src >= self.choice.window) & ~self.q_carried & (old >= 0).all(-1)
         src = src.clamp(max=S - 1)
-        carried = torch.where(self.q_carried[..., None], verified.tokens.gather(2, src[..., None].expand(-1, -1, -1, K)), -1)
+        carried = torch.where(self.q_carried[..., None], verified.tokens.gather(2, src[..., None].expand(-1, -1, -1, K)),
+                              torch.where(unfed[..., None], old, -1))
         if self.config.redraft:  # every slot is drafted afresh at the next forward, the carried tokens as hints
             fed = self.drafts.gather(2, src.clamp(max=L - 1)[..., None].expand(-1, -1, -1, K))
             fed = torch.where((src < L)[..., None], fed, -1)
@@ -312,12 +350,21 @@ class JacobiLoop:
                 on_commit(self.tokens[..., 0] if self.K == 1 else self.tokens)
             if self.stopping.all_done(self.committed):
                 break
+            if self.chooser is not None:
+                self.glue.begin_iteration()
+                if (self.forwards - 1) % self.chooser.every == 0:
+                    self.choose()
             live = self.open_windows()
             inputs = self.pack_inputs(live)
-            if self.config.branches:
-                inputs, self.nodes = add_branches(self, live, inputs)
+            self.nodes = None
+            if self.choice.branches is not None:
+                inputs, self.nodes = add_branches(self, live, inputs, self.choice.branches)
             self.commit_and_slide(inputs, *self.forward_and_verify(inputs, live))
+            if self.chooser is not None:
+                self.glue.end_iteration(first=self.forwards == 2)
             done = int(self.stopping.done(self.committed).sum()) // self.B
+        if self.chooser is not None:
+            self.glue.keep()
         tokens = self.stopping.padded(self.tokens)
         stats = DecodeStats(
             method=self.config.name,
@@ -327,8 +374,26 @@ class JacobiLoop:
             wall_time_s=time.perf_counter() - start,
             commit_iteration=self.stopping.padded_iterations(self.commit_iteration),
             lengths=self.stopping.lengths.clone(),
+            choices=None if self.choices is None else self.choices.to_dict(),
+            cost_curve=None if self.chooser is None else self.cost.relative(),
         )
         return (tokens[..., 0] if self.K == 1 else tokens), stats
+
+    def choose(self) -> None:
+        """auto: the window, branches and first drafts of the next forwards, from the past alone."""
+        committed, by_branches = self.observed.tolist()
+        self.chooser.observe(self.choice, committed, by_branches, self.forwards - self.forwards_at_choice, self.glue.estimate())
+        self.observed.zero_()
+        self.forwards_at_choice = self.forwards
+        self.chooser.observe_commits(self.tokens, self.committed & ~self.committed_at_choice, self.committed)
+        self.committed_at_choice = self.committed.clone()
+        live = self.opened & (self.n < self.ends) & ~self.stopping.finished[:, None]
+        choice = self.chooser.choose(max(1, -(-int(live.sum()) // self.B)))
+        if choice.branches != self.choice.branches:  # kept branch drafts belong to the old setting
+            self.branch_carry = None
+        self.choice = choice
+        self.drafter = choice.drafter or self.config.drafter or self.drafter
+        self.choices.add(choice)
 
 
 def decode_jacobi(
@@ -341,10 +406,12 @@ def decode_jacobi(
     stopping: Stopping | None = None,
     processors=(),
     on_commit: Callable[[torch.Tensor], None] | None = None,
+    cost: CostCurve | None = None,
 ) -> tuple[torch.Tensor, DecodeStats]:
     """Decodes `layout.length` steps per sequence with `config`; see the module docstring.
 
-    The session must have been started with `extra_positions(layout, config)`.
+    The session must have been started with `extra_positions(layout, config, device)`.
+    `cost`: auto's cost curve of this session's forward (flat when not given).
     """
     stopping = stopping or Stopping.none(session.batch_size, layout.length, session.prefill_logits().cond.device)
-    return JacobiLoop(session, layout, sampling, config, generator, stopping, processors).run(on_step, on_commit)
+    return JacobiLoop(session, layout, sampling, config, generator, stopping, processors, cost).run(on_step, on_commit)

@@ -23,6 +23,10 @@ class DecodeStats:
             a decoding order.
         lengths (`torch.Tensor`, *optional*): long `[B]`, each sequence's length in steps,
             its stop token included (T for every sequence when none stops).
+        choices (`dict`, *optional*): auto only: forwards per window ("windows", 0 = an AR
+            step), per branch setting and per first-draft drafter.
+        cost_curve (`dict`, *optional*): auto only: the forward's cost by inputs per row,
+            relative to one input, as measured on this device (`mmspec.decoding.cost_model`).
     """
 
     method: str
@@ -32,6 +36,8 @@ class DecodeStats:
     wall_time_s: float
     commit_iteration: torch.Tensor = field(repr=False)
     lengths: torch.Tensor | None = field(default=None, repr=False)
+    choices: dict | None = field(default=None, repr=False)
+    cost_curve: dict | None = field(default=None, repr=False)
 
     def __post_init__(self):
         if self.lengths is None:
@@ -57,7 +63,8 @@ class DecodeStats:
         """One DecodeStats per sequence: its own forwards and length; the batch's wall time."""
         per_step = self.tokens_committed // max(int(self.lengths.sum()), 1)  # K
         return [
-            DecodeStats(self.method, self.exact, int(f), int(n) * per_step, self.wall_time_s, row[None], n[None])
+            DecodeStats(self.method, self.exact, int(f), int(n) * per_step, self.wall_time_s, row[None], n[None],
+                        self.choices, self.cost_curve)
             for f, row, n in zip(self.forward_passes_per_sample, self.commit_iteration, self.lengths)
         ]
 
@@ -71,4 +78,5 @@ class DecodeStats:
             "forward_passes_per_sample": self.forward_passes_per_sample.tolist(),
             "lengths": self.lengths.tolist(),
             "wall_time_s": self.wall_time_s,
+            **({"choices": self.choices, "cost_curve": self.cost_curve} if self.choices is not None else {}),
         }

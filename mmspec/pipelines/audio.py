@@ -145,7 +145,7 @@ class SpeechPipeline(DiffusionPipeline):
         with the default window) is cut to the clip."""
         config = as_decoding(decoding)
         steps = steps or self.steps_for(None)
-        return dataclasses.replace(config, window=steps) if config.method != "ar" and config.window > steps else config
+        return dataclasses.replace(config, window=steps) if config.method != "ar" and config.window is not None and config.window > steps else config
 
     # --- loading and saving --------------------------------------------------------------
 
@@ -194,7 +194,7 @@ class SpeechPipeline(DiffusionPipeline):
     def __call__(
         self,
         prompt: str | list[str],
-        decoding: str | DecodingConfig = "mc-sjd",
+        decoding: str | DecodingConfig = "auto",
         duration_s: float | None = None,
         guidance_scale: float | None = None,
         temperature: float | None = None,
@@ -210,7 +210,7 @@ class SpeechPipeline(DiffusionPipeline):
 
         Args:
             prompt (`str` or `list[str]`): words from `pipe.words`.
-            decoding (`str` or `DecodingConfig`, *optional*, defaults to "mc-sjd"): any method
+            decoding (`str` or `DecodingConfig`, *optional*, defaults to "auto"): any method
                 of `mmspec.decoding` ("ar", "sjd", "mc-sjd+pcg", ...; `init="previous-step"`
                 drafts each codebook's token from its previous step).
             duration_s (`float`, *optional*): clip length, at most `max_duration_s` (the default).

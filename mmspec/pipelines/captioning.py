@@ -36,7 +36,7 @@ from mmspec.pipelines.pipeline_utils import as_prompts, load_transformers, pop_d
 CAPTIONER_ASSETS = Path(__file__).resolve().parents[1] / "assets" / "captioner"
 DEFAULT_PROMPT = "describe the picture ."  # when a saved pipeline names none
 # the engine's decodings for text (prompt-lookup: every forward redrafts from the prompt and text)
-TEXT_DECODINGS = ("ar", "sjd", "mc-sjd", "lookup", "mc-sjd+lookup", "prompt-lookup")
+TEXT_DECODINGS = ("auto", "ar", "sjd", "mc-sjd", "lookup", "mc-sjd+lookup", "prompt-lookup")
 MAX_TEMPERATURE = 10.0
 
 

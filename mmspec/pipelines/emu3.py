@@ -109,7 +109,7 @@ class Emu3Pipeline(TransformersImagePipeline):
         self,
         prompt: str | list[str],
         negative_prompt: str | list[str] | None = None,
-        decoding: str | DecodingConfig = "mc-sjd",
+        decoding: str | DecodingConfig = "auto",
         guidance_scale: float | None = None,
         temperature: float | None = None,
         top_k: int | None = None,
@@ -130,7 +130,7 @@ class Emu3Pipeline(TransformersImagePipeline):
                 " masterpiece, film grained, best quality.".
             negative_prompt (`str` or `list[str]`, *optional*): what the CFG rows run, one or one
                 per prompt; defaults to Emu3's `NEGATIVE_PROMPT`. Unused when guidance_scale is 1.
-            decoding (`str` or `DecodingConfig`, *optional*, defaults to "mc-sjd"): any method
+            decoding (`str` or `DecodingConfig`, *optional*, defaults to "auto"): any method
                 of `mmspec.decoding` ("ar", "sjd", "mc-sjd+gsd", "zipar+mc-sjd", ...).
             guidance_scale (`float`, *optional*, defaults to 3.0): CFG scale (1 disables it).
             temperature, top_k, top_p (*optional*): sampling; default 1.0, 2048, 1.0 (Emu3's recipe).

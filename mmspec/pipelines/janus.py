@@ -68,7 +68,7 @@ class JanusPipeline(TransformersImagePipeline):
     def __call__(
         self,
         prompt: str | list[str],
-        decoding: str | DecodingConfig = "mc-sjd",
+        decoding: str | DecodingConfig = "auto",
         guidance_scale: float | None = None,
         temperature: float | None = None,
         top_k: int | None = None,
@@ -84,7 +84,7 @@ class JanusPipeline(TransformersImagePipeline):
 
         Args:
             prompt (`str` or `list[str]`): the prompts.
-            decoding (`str` or `DecodingConfig`, *optional*, defaults to "mc-sjd"): any method
+            decoding (`str` or `DecodingConfig`, *optional*, defaults to "auto"): any method
                 of `mmspec.decoding` ("ar", "sjd", "mc-sjd+gsd", "zipar+mc-sjd", ...).
             guidance_scale (`float`, *optional*, defaults to 5.0): CFG scale (1 disables it); the
                 CFG rows are the prompt with all but BOS and begin-of-image padded, as in Janus.

@@ -244,7 +244,7 @@ class LlamaGenPipeline(TokenImagePipeline):
         self,
         class_labels: int | list[int] | torch.Tensor | None = None,
         prompt: str | list[str] | None = None,
-        decoding: str | DecodingConfig = "mc-sjd",
+        decoding: str | DecodingConfig = "auto",
         guidance_scale: float | None = None,
         temperature: float | None = None,
         top_k: int | None = None,
@@ -261,7 +261,7 @@ class LlamaGenPipeline(TokenImagePipeline):
         Args:
             class_labels (`int`, `list[int]` or `torch.Tensor`, *optional*): c2i classes.
             prompt (`str` or `list[str]`, *optional*): t2i prompts.
-            decoding (`str` or `DecodingConfig`, *optional*, defaults to "mc-sjd"): any method
+            decoding (`str` or `DecodingConfig`, *optional*, defaults to "auto"): any method
                 of `mmspec.decoding` ("ar", "sjd", "mc-sjd+gsd", "zipar+mc-sjd", ...).
             guidance_scale (`float`, *optional*): CFG scale; defaults to the pipeline's default
                 sampling (4.0 for original checkpoints).

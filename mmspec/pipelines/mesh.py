@@ -49,8 +49,8 @@ MESH_DRAFTERS = {"lookup": "lookup", "face-lookup": FACE_LOOKUP}
 INDEX_KEYS = ("_class_name", "model", "classifier", "class_names", "class_token_offset", "default_sampling", "max_faces")
 
 
-def mesh_decoding(decoding: str | DecodingConfig, window: int = 16) -> DecodingConfig:
-    """A decoding by name ("ar", "sjd", "mc-sjd", each optionally "+lookup" or
+def mesh_decoding(decoding: str | DecodingConfig, window: int | None = None) -> DecodingConfig:
+    """A decoding by name ("auto", "ar", "sjd", "mc-sjd", each optionally "+lookup" or
     "+face-lookup"; "lookup" alone is SJD with lookup drafts) or as a config; the mesh
     path is exact, so relaxed rules and ZipAR are refused."""
     if not isinstance(decoding, DecodingConfig):
@@ -59,8 +59,8 @@ def mesh_decoding(decoding: str | DecodingConfig, window: int = 16) -> DecodingC
         named = [p for p in parts if p in DRAFTING]
         methods = named or (["sjd"] if drafters else [])
         if len(drafters) > 1 or len(methods) != 1 or len(drafters) + len(named) != len(parts) or (drafters and methods == ["ar"]):
-            raise ValueError(f"unknown mesh decoding {decoding!r}; use ar, sjd or mc-sjd, optionally +lookup or +face-lookup")
-        decoding = DecodingConfig(method=methods[0], window=window, init=MESH_DRAFTERS[drafters[0]] if drafters else "random")
+            raise ValueError(f"unknown mesh decoding {decoding!r}; use auto, ar, sjd or mc-sjd, optionally +lookup or +face-lookup")
+        decoding = DecodingConfig(method=methods[0], window=window, init=MESH_DRAFTERS[drafters[0]] if drafters else None)
     if not decoding.exact:
         raise ValueError(f"{decoding.name} is not exact; meshes decode with ar, sjd or mc-sjd (+lookup)")
     return decoding
@@ -199,7 +199,7 @@ class MeshPipeline(DiffusionPipeline):
         self,
         class_labels: int | str | list | None = None,
         num_meshes: int = 1,
-        decoding: str | DecodingConfig = "mc-sjd+lookup",
+        decoding: str | DecodingConfig = "auto",
         temperature: float | None = None,
         top_k: int | None = None,
         top_p: float | None = None,

@@ -149,7 +149,7 @@ def check_decoding_limits(decoding: str | DecodingConfig, grid: tuple[int, int])
     draft window past the sequence or a ZipAR window past a row only costs time and memory."""
     config = as_decoding(decoding)
     rows, cols = grid
-    if config.method != "ar" and config.window > rows * cols:
+    if config.method != "ar" and config.window is not None and config.window > rows * cols:
         raise ValueError(f"window {config.window} is longer than the {rows * cols}-token sequence; choose 1 to {rows * cols}")
     if config.zipar_window is not None and config.zipar_window > cols:
         raise ValueError(f"zipar_window {config.zipar_window} is longer than a {cols}-token row; choose 1 to {cols}")
@@ -205,7 +205,7 @@ class TokenImagePipeline(DiffusionPipeline):
     """
 
     condition_kind: str  # "class" (class_labels=) or "prompt" (prompt=)
-    default_decoding = "mc-sjd"  # what the CLI runs without --decoding
+    default_decoding = "auto"  # what the CLI runs without --decoding
 
     @property
     def class_names(self) -> list[str] | None:

@@ -187,7 +187,7 @@ class VideoPipeline(TokenImagePipeline):
         self,
         class_labels: int | list[int] | torch.Tensor,
         num_frames: int | None = None,
-        decoding: str | DecodingConfig = "mc-sjd",
+        decoding: str | DecodingConfig = "auto",
         guidance_scale: float | None = None,
         temperature: float | None = None,
         top_k: int | None = None,
@@ -204,7 +204,7 @@ class VideoPipeline(TokenImagePipeline):
             class_labels (`int`, `list[int]` or `torch.Tensor`): the classes (`class_names`).
             num_frames (`int`, *optional*): frames per video, 1 to `num_frames` (the model's,
                 by default); fewer frames decode a prefix of the sequence.
-            decoding (`str` or `DecodingConfig`, *optional*, defaults to "mc-sjd"): any method
+            decoding (`str` or `DecodingConfig`, *optional*, defaults to "auto"): any method
                 of `mmspec.decoding`; `DecodingConfig("mc-sjd", init="previous-frame")` drafts
                 each token from the same place of the previous frame, `schedule=Frames(rows=2)`
                 opens a frame once the last has two committed rows.

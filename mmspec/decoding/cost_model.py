@@ -1,0 +1,235 @@
+"""The cost of one forward on this hardware, by inputs per row: what auto divides by.
+
+A Jacobi forward over n inputs per row costs more than a one-token forward, and how much
+more belongs to the device: on a 2-core CPU a 17-input forward of the shipped image model
+costs about 1.5x a 1-input one, on a GPU about 1x up to a few hundred inputs. The curve is
+measured once per (model, device, dtype, torch version, thread count, cache rows) by timing
+forwards of a live session at positions nothing has committed yet (the contract lets them
+hold anything: they are never attended, and the decode overwrites them), and kept as JSON
+in the user's cache folder (`MMSPEC_CACHE_DIR`, else `$XDG_CACHE_HOME/mmspec`, else
+`~/.cache/mmspec`), under a key that changes with any of those.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import platform
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from mmspec.decoding.steps import forward_steps
+
+logger = logging.getLogger(__name__)
+
+SIZES = (1, 2, 3, 5, 9, 17, 25, 33, 49, 65)  # inputs per row: window w feeds w + 1
+TREE_SIZES = (129, 257, 513, 1025)  # branch nodes come by the hundred
+
+
+@dataclass
+class CostCurve:
+    """Seconds per forward at `inputs` per row (ascending), for `rows` cache rows.
+
+    Attributes:
+        inputs (`list[int]`), seconds (`list[float]`): the measured points.
+        rows (`int`): cache rows of the forward (CFG rows included).
+        key (`str`): what it was measured for (see `cost_key`).
+        measured (`bool`): False for the flat curve of `cost="off"`.
+        glue_s (`float`, *optional*): the Jacobi loop's own seconds per forward (drafting,
+            verification, bookkeeping), measured by the first auto call on the curve and
+            kept with it, so that later calls choose from the file alone.
+    """
+
+    inputs: list[int]
+    seconds: list[float]
+    rows: int
+    key: str = ""
+    measured: bool = True
+    glue_s: float | None = None
+
+    def __call__(self, n: float) -> float:
+        """Seconds for a forward of n inputs per row: linear between points, and along the
+        last segment past the last point."""
+        xs, ys = self.inputs, self.seconds
+        if len(xs) == 1:
+            return ys[0]
+        i = next((k for k in range(1, len(xs)) if n <= xs[k]), len(xs) - 1)
+        x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+        return max(y0 + (y1 - y0) * (n - x0) / (x1 - x0), 0.0)
+
+    def relative(self) -> dict[int, float]:
+        """Cost at each measured size over the one-input cost (what tables show)."""
+        return {x: y / self(1) for x, y in zip(self.inputs, self.seconds)}
+
+    @classmethod
+    def flat(cls, rows: int) -> "CostCurve":
+        """Every size costs one unit: auto then maximises tokens per forward."""
+        return cls([1], [1.0], rows, key="flat", measured=False, glue_s=0.0)
+
+
+def model_device(model) -> torch.device:
+    parameters = getattr(model, "parameters", None)
+    first = next(parameters(), None) if callable(parameters) else None
+    return torch.device("cpu") if first is None else first.device
+
+
+class GlueTimer:
+    """The loop's time per forward outside the forward, from the curve when it has it,
+    else measured on this call's iterations (the first, which warms up, left out)."""
+
+    def __init__(self, curve: CostCurve, device: torch.device):
+        self.curve, self.samples = curve, []
+        self.measuring = curve.glue_s is None
+        self.sync = torch.cuda.synchronize if device.type == "cuda" and self.measuring else (lambda: None)
+        self.start = self.forward_start = 0.0
+        self.forward_s = 0.0
+
+    def begin_iteration(self) -> None:
+        if self.measuring:
+            self.sync()
+            self.start = time.perf_counter()
+
+    def begin_forward(self) -> None:
+        if self.measuring:
+            self.sync()
+            self.forward_start = time.perf_counter()
+
+    def end_forward(self) -> None:
+        if self.measuring:
+            self.sync()
+            self.forward_s = time.perf_counter() - self.forward_start
+
+    def end_iteration(self, first: bool) -> None:
+        if self.measuring and not first:
+            self.sync()
+            self.samples.append(time.perf_counter() - self.start - self.forward_s)
+
+    def estimate(self) -> float:
+        if not self.measuring:
+            return self.curve.glue_s
+        return statistics.median(self.samples) if self.samples else 0.0
+
+    def keep(self) -> None:
+        """Stores what this call measured with the curve, once."""
+        if self.measuring and self.samples and self.curve.measured:
+            self.curve.glue_s = self.estimate()
+            save_curve(self.curve)
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("MMSPEC_CACHE_DIR")
+    if base:
+        return Path(base)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mmspec"
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{platform.machine()} {platform.processor() or cpu_model()}"
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "cpu"
+
+
+def model_fingerprint(model) -> str:
+    """The model's class and config (its JSON, or repr), and its parameter shapes."""
+    config = getattr(model, "config", None)
+    to_dict = getattr(config, "to_dict", None)
+    described = json.dumps(to_dict(), sort_keys=True, default=str) if callable(to_dict) else repr(config)
+    shapes = [tuple(p.shape) for p in model.parameters()] if hasattr(model, "parameters") else []
+    return f"{type(model).__qualname__}|{described}|{shapes}"
+
+
+def cost_key(model, rows: int, device: torch.device, dtype, length: int) -> str:
+    """A short hash of everything the curve depends on; `length` is the sequence the cache
+    holds (attention reads every slot)."""
+    threads = torch.get_num_threads() if device.type == "cpu" else 0
+    parts = [model_fingerprint(model), device.type, device_name(device), str(dtype), torch.__version__,
+             f"threads={threads}", f"rows={rows}", f"length={length}"]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def measure(session, K: int, sizes: list[int], *, rows: int, key: str, reps: int = 3) -> CostCurve:
+    """Times forwards of `session` at each of `sizes` inputs per row, at positions 0..n-1
+    (none committed: the session is fresh from its prefill), and commits nothing."""
+    device = session.prefill_logits().cond.device
+    B = session.batch_size
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    seconds = []
+    for n in sizes:
+        tokens = torch.zeros(B, n, K, dtype=torch.long, device=device)
+        positions = torch.arange(n, device=device).expand(B, n)
+        times = []
+        for rep in range(reps + 1):  # the first run warms up
+            sync()
+            start = time.perf_counter()
+            forward_steps(session, tokens, positions)
+            sync()
+            if rep:
+                times.append(time.perf_counter() - start)
+        seconds.append(statistics.median(times))
+    # noise can make a larger forward look cheaper; cost never falls with size
+    for i in range(1, len(seconds)):
+        seconds[i] = max(seconds[i], seconds[i - 1])
+    return CostCurve(list(sizes), seconds, rows, key)
+
+
+def curve_path(key: str) -> Path:
+    return cache_dir() / "cost" / f"{key}.json"
+
+
+def load_curve(key: str) -> CostCurve | None:
+    path = curve_path(key)
+    try:
+        data = json.loads(path.read_text())
+        return CostCurve(**{k: data[k] for k in ("inputs", "seconds", "rows", "key", "measured", "glue_s")})
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as err:  # a damaged file is measured again
+        logger.warning("ignoring the cost curve %s (%s); measuring again", path, err)
+        return None
+
+
+def save_curve(curve: CostCurve) -> None:
+    """Writes the curve atomically (a killed run leaves the old file or none)."""
+    path = curve_path(curve.key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(asdict(curve), indent=1))
+        os.replace(tmp, path)
+    except OSError as err:  # a read-only home still decodes; it measures again next time
+        logger.warning("could not cache the cost curve at %s (%s)", path, err)
+
+
+def session_curve(session, model, K: int, length: int, capacity: int, *, mode: str, tree: bool) -> CostCurve:
+    """The curve for this session's forward: read from the cache, or measured (and cached)
+    when missing or `mode == "refresh"`; flat when `mode == "off"`. `capacity` bounds the
+    sizes measured (positions the session has room for)."""
+    rows = session.batch_size * (2 if session.guided else 1)
+    if mode == "off":
+        return CostCurve.flat(rows)
+    device = session.prefill_logits().cond.device
+    dtype = next(model.parameters()).dtype if callable(getattr(model, "parameters", None)) else None
+    key = cost_key(model, rows, device, dtype, length)
+    curve = None if mode == "refresh" else load_curve(key)
+    sizes = [n for n in SIZES + (TREE_SIZES if tree else ()) if n <= capacity]
+    if curve is None or curve.inputs[-1] < sizes[-1]:
+        logger.info("measuring the forward's cost curve (%d sizes, %d rows)", len(sizes), rows)
+        curve = measure(session, K, sizes, rows=rows, key=key)
+        save_curve(curve)
+    return curve

@@ -1,0 +1,185 @@
+"""decoding="auto": the cost curve and its cache, the acceptance model, the choice, and
+losslessness whatever the choices."""
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+
+from mmspec.core.sampling import SamplingConfig
+from mmspec.decoding import cost_model
+from mmspec.decoding.auto import AcceptanceModel, AutoContext, Choice, CostChooser
+from mmspec.decoding.config import DecodingConfig
+from mmspec.decoding.cost_model import CostCurve, cost_key
+from mmspec.decoding.generate import generate
+from mmspec.metrics.losslessness import all_sequences, chi_square, sequence_counts, sequence_probs
+from tests.decoding.helpers import tiny_model
+
+SAMPLING = SamplingConfig(guidance_scale=2.0, top_k=3)
+N_SAMPLES = 40_000  # rejects a +-5% bias on sequence probabilities at p < 1e-3 (see test_ar)
+
+
+class FickleChooser:
+    """Changes its mind at every forward: the window, branches on or off and the drafter
+    follow a counter and what the last forwards committed (the past only, as auto's)."""
+
+    every = 1
+
+    def __init__(self, context: AutoContext, layout, device):
+        self.context, self.count, self.last = context, 0, 0.0
+
+    def choose(self, windows_per_row: int) -> Choice:
+        c, k = self.context, self.count
+        self.count += 1
+        branches = c.branch_settings[(k + int(self.last * 7)) % len(c.branch_settings)]
+        return Choice(c.windows[k % len(c.windows)], branches, c.drafters[(k + 1) // 2 % len(c.drafters)])
+
+    def observe(self, choice, committed, by_branches, forwards, glue_s):
+        self.last = committed
+
+    def observe_commits(self, tokens, new, committed):
+        pass
+
+
+def test_auto_is_lossless_with_a_chooser_that_changes_its_mind_every_forward():
+    """Whole 4-token sequences (V=4, CFG 2, top-k 3) from 40,000 draws, the window (0 or 2),
+    branches (on, off) and first drafts (above, random) changing at every forward by a
+    counter and the tokens the last forward committed: chi-square at a fixed seed. A choice
+    that looked at the forward's own uniforms, or drafts kept with a wrong q, would fail."""
+    model = tiny_model()
+    layout = model.layout()
+    probs = sequence_probs(model, torch.full((len(all_sequences(4, 4)),), 1), all_sequences(4, 4), SAMPLING)
+    config = DecodingConfig(method="auto", branches=2, branch_slots=2, branch_length=1, chooser=FickleChooser, cost="off")
+    tokens, stats = generate(model, torch.full((N_SAMPLES,), 1), config, SAMPLING, torch.Generator().manual_seed(11), layout=layout)
+    assert all(len(stats.choices[part]) == 2 for part in ("windows", "branches", "drafters")), stats.choices
+    result = chi_square(sequence_counts(tokens, 4), probs)
+    assert result.p_value > 1e-3, result
+
+
+def test_auto_with_cost_chooser_is_lossless():
+    """The same test with auto's own chooser on a steep made-up cost curve (so it moves
+    between AR steps and windows)."""
+    model = tiny_model()
+    probs = sequence_probs(model, torch.full((len(all_sequences(4, 4)),), 1), all_sequences(4, 4), SAMPLING)
+    tokens, stats = generate(model, torch.full((N_SAMPLES,), 1), DecodingConfig(method="auto", cost="off"), SAMPLING,
+                             torch.Generator().manual_seed(12))
+    assert chi_square(sequence_counts(tokens, 4), probs).p_value > 1e-3
+
+
+@pytest.mark.parametrize("guidance", [1.0, 3.0])
+def test_greedy_auto_reproduces_ar(guidance):
+    model = tiny_model(vocab_size=16, block_size=16)
+    greedy = SamplingConfig(guidance_scale=guidance, temperature=0.0)
+    labels = torch.tensor([0, 1, 2])
+    ar, _ = generate(model, labels, "ar", greedy)
+    auto, stats = generate(model, labels, "auto", greedy, torch.Generator().manual_seed(0))
+    assert torch.equal(ar, auto)
+    assert stats.method == "auto" and stats.exact and stats.choices is not None
+
+
+def test_cost_curve_is_measured_once_then_read_and_refreshed_on_request(tmp_path, monkeypatch):
+    monkeypatch.setenv("MMSPEC_CACHE_DIR", str(tmp_path))
+    model, labels = tiny_model(vocab_size=16, block_size=16), torch.tensor([0, 1])
+    measured = []
+    measure = cost_model.measure
+    monkeypatch.setattr(cost_model, "measure", lambda *a, **k: measured.append(1) or measure(*a, **k))
+    _, stats = generate(model, labels, "auto", SAMPLING, torch.Generator().manual_seed(0))
+    [path] = list((tmp_path / "cost").glob("*.json"))
+    saved = json.loads(path.read_text())
+    assert measured == [1] and saved["rows"] == 4 and saved["glue_s"] > 0  # 2 conditions x CFG; the loop's time kept
+    assert sorted(stats.cost_curve) == saved["inputs"] and stats.cost_curve[1] == 1.0
+    generate(model, labels, "auto", SAMPLING, torch.Generator().manual_seed(0))
+    assert measured == [1]  # read from the cache
+    generate(model, labels, DecodingConfig(method="auto", cost="refresh"), SAMPLING, torch.Generator().manual_seed(0))
+    assert measured == [1, 1]
+    _, off = generate(model, labels, DecodingConfig(method="auto", cost="off"), SAMPLING, torch.Generator().manual_seed(0))
+    assert measured == [1, 1] and off.cost_curve == {1: 1.0}
+
+
+def test_same_seed_and_cost_curve_give_the_same_tokens(tmp_path, monkeypatch):
+    monkeypatch.setenv("MMSPEC_CACHE_DIR", str(tmp_path))
+    model, labels = tiny_model(vocab_size=16, block_size=16), torch.tensor([0, 1])
+    generate(model, labels, "auto", SAMPLING, torch.Generator().manual_seed(0))  # measures the curve and the loop's time
+    first = generate(model, labels, "auto", SAMPLING, torch.Generator().manual_seed(5))
+    second = generate(model, labels, "auto", SAMPLING, torch.Generator().manual_seed(5))
+    assert torch.equal(first[0], second[0]) and first[1].choices == second[1].choices
+
+
+def test_a_damaged_cost_file_is_measured_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("MMSPEC_CACHE_DIR", str(tmp_path))
+    model, labels = tiny_model(vocab_size=16, block_size=16), torch.tensor([0])
+    generate(model, labels, "auto", SAMPLING, torch.Generator().manual_seed(0))
+    [path] = list((tmp_path / "cost").glob("*.json"))
+    path.write_text("{not json")
+    generate(model, labels, "auto", SAMPLING, torch.Generator().manual_seed(0))
+    assert json.loads(path.read_text())["inputs"][0] == 1
+
+
+def test_cost_key_changes_with_model_rows_and_threads():
+    model = tiny_model()
+    key = cost_key(model, 2, torch.device("cpu"), torch.float32, 4)
+    assert key != cost_key(model, 4, torch.device("cpu"), torch.float32, 4)
+    assert key != cost_key(tiny_model(vocab_size=8), 2, torch.device("cpu"), torch.float32, 4)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads + 1)
+        assert key != cost_key(model, 2, torch.device("cpu"), torch.float32, 4)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_cost_curve_interpolates_and_extends():
+    curve = CostCurve([1, 5, 9], [1.0, 2.0, 4.0], rows=2)
+    assert curve(1) == 1.0 and curve(3) == 1.5 and curve(7) == 3.0 and curve(13) == 6.0
+    assert curve.relative() == {1: 1.0, 5: 2.0, 9: 4.0}
+
+
+def chooser(cost: CostCurve, windows=(0, 2, 4, 8, 16, 32)) -> CostChooser:
+    model = tiny_model()
+    context = AutoContext(windows, (None,), (None,), cost, model.layout())
+    return CostChooser(context, model.layout(), torch.device("cpu"))
+
+
+def test_chooser_takes_long_windows_on_a_flat_curve_and_ar_steps_on_a_steep_one():
+    assert chooser(CostCurve.flat(2)).choose(1).window == 32
+    steep = chooser(CostCurve([1, 2], [1.0, 2.0], rows=2))  # every input costs a whole forward
+    assert steep.choose(1).window == 0
+
+
+def test_chooser_follows_what_the_decode_commits():
+    """Windows that commit little make a middling curve prefer shorter ones."""
+    middling = CostCurve([1, 5, 9, 17, 33], [1.0, 1.1, 1.25, 1.5, 2.0], rows=2)
+    good, bad = chooser(middling), chooser(middling)
+    for _ in range(20):
+        good.observe(Choice(16), committed=4 * 6.0, by_branches=0.0, forwards=4, glue_s=0.0)
+        bad.observe(Choice(16), committed=4 * 1.1, by_branches=0.0, forwards=4, glue_s=0.0)
+    assert good.choose(1).window >= 16 > bad.choose(1).window
+
+
+def test_acceptance_model_starts_at_its_prior_and_learns_one_scale():
+    model = AcceptanceModel(scale=1.5)
+    assert model.expected(16) == pytest.approx(2.5) and model.expected(0) == 1.0
+    for _ in range(50):
+        model.observe(4, None, committed=3.0, by_branches=0.0, forwards=1)
+    learned = 1 + 2.0 / model.shape(4)  # window 4 adds 2 tokens: window 16 adds 2 / f(4)
+    assert abs(model.expected(16) - learned) < (learned - 2.5) / 4  # mostly the decode's, a little the prior's
+
+
+def test_fixed_parts_stay_fixed_and_relaxed_rules_say_so():
+    model = tiny_model(vocab_size=16, block_size=16)
+    labels = torch.tensor([0, 1])
+    _, stats = generate(model, labels, DecodingConfig(method="auto", window=3, init="above", cost="off"), SAMPLING,
+                        torch.Generator().manual_seed(0))
+    assert set(stats.choices["windows"]) <= {0, 3} and set(stats.choices["drafters"]) == {"above"}
+    layout = replace(model.layout(), token_embeddings=torch.randn(16, 2, generator=torch.Generator().manual_seed(0)))
+    _, relaxed = generate(model, labels, "auto+gsd", SAMPLING, torch.Generator().manual_seed(0), layout=layout)
+    assert relaxed.method == "auto+gsd" and not relaxed.exact
+
+
+def test_auto_names_and_errors():
+    assert DecodingConfig.from_name("auto").name == "auto" and DecodingConfig.from_name("auto").window is None
+    assert DecodingConfig.from_name("auto", window=8).describe() == "auto (window=8)"
+    assert DecodingConfig.from_name("mc-sjd").window == 16 and DecodingConfig.from_name("mc-sjd").branches == 0
+    with pytest.raises(ValueError, match="cost must be one of"):
+        DecodingConfig(method="auto", cost="sometimes")
