@@ -14,7 +14,11 @@ LlamaGen-B / L / XL class-to-image configs (V = 16384, 16x16 tokens) with random
    iteration and as a share of the forward. Random weights accept few drafts, so
    iterations hold about one window per sequence: the loop's cost per iteration is what a
    trained model pays too.
-3. verify (CUDA): the Triton kernel against its PyTorch reference at LlamaGen sizes, via
+3. auto: what `decoding="auto"` measures and chooses here: its cost curve (each size
+   relative to one input, at the batch's cache rows), the windows it picked, and one
+   decode of `--loop-tokens` positions by AR, MC-SJD at `--loop-window` and auto, in
+   seconds (random weights: acceptance is low, so the choice leans to short windows).
+4. verify (CUDA): the Triton kernel against its PyTorch reference at LlamaGen sizes, via
    `gpu_verify_check.py`.
 Writes benchmarks/results/gpu_e2e[_cpu].{md,json} with the device and versions. Stops
 adding rows once `--budget` seconds are spent.
@@ -25,8 +29,10 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -36,6 +42,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from mmspec.core.sampling import SamplingConfig  # noqa: E402
 from mmspec.decoding.config import DecodingConfig  # noqa: E402
+from mmspec.decoding.auto import describe_choices  # noqa: E402
+from mmspec.decoding.generate import generate  # noqa: E402
 from mmspec.decoding.jacobi import JacobiLoop, extra_positions  # noqa: E402
 from mmspec.decoding.stopping import Stopping  # noqa: E402
 from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT  # noqa: E402
@@ -127,6 +135,21 @@ def loop_profile(model: LlamaGenGPT, batch: int, window: int, positions: int, de
     return row
 
 
+@torch.no_grad()
+def auto_row(model: LlamaGenGPT, batch: int, window: int, positions: int, device: str) -> dict:
+    """auto's measured curve and choices, and the wall time of AR, MC-SJD and auto on one decode."""
+    layout = model.layout().truncate(positions)
+    labels = torch.arange(batch, device=device) % 1000
+    row = dict(batch=batch, positions=positions)
+    for name, config in (("ar", "ar"), ("mc-sjd", DecodingConfig(method="mc-sjd", window=window)), ("auto", "auto")):
+        stats = generate(model, labels, config, SAMPLING, torch.Generator(device=device).manual_seed(0), layout=layout)[1]
+        row[f"{name}_s"], row[f"{name}_forwards"] = stats.wall_time_s, stats.forward_passes
+        if name == "auto":
+            row["cost_curve"] = {str(k): v for k, v in stats.cost_curve.items()}
+            row["choices"] = describe_choices(stats.choices)
+    return row
+
+
 def verify_rows(budget_s: float) -> list[dict]:
     from gpu_verify_check import CASES, run_case
 
@@ -157,6 +180,15 @@ def markdown(result: dict) -> str:
         for r in result["loop"]:
             lines.append(f"| {r['size']} | {r['batch']} | {r['window']} | {r['iterations']} | {r['forward_ms']:.1f} | "
                          f"{r['outside_ms']:.1f} | {100 * r['outside_share']:.1f}% | " + " | ".join(f"{r[n]:.2f}" for n in names) + " |")
+    if result["auto"]:
+        sizes = list(result["auto"][0]["cost_curve"])
+        lines += ["", "## auto: the measured cost curve (relative to one input per row) and one decode", "",
+                  "| size | batch | " + " | ".join(f"n={n}" for n in sizes) + " | AR s | MC-SJD s | auto s | auto chose |",
+                  "|---|---|" + "---|" * (len(sizes) + 4)]
+        for r in result["auto"]:
+            curve = " | ".join(f"{r['cost_curve'].get(n, float('nan')):.2f}" for n in sizes)
+            lines.append(f"| {r['size']} | {r['batch']} | {curve} | {r['ar_s']:.2f} | {r['mc-sjd_s']:.2f} | {r['auto_s']:.2f} | "
+                         f"{r['choices']} |")
     if result["verify"]:
         lines += ["", "## Verification: Triton vs PyTorch reference (LlamaGen V = 16384)", "",
                   "| batch | L | rule | transform | reference ms | triton ms | same-p decisions |", "|---|---|---|---|---|---|---|"]
@@ -183,11 +215,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.device == "cpu":
         torch.set_num_threads(1)
+    os.environ["MMSPEC_CACHE_DIR"] = tempfile.mkdtemp(prefix="mmspec-gpu-e2e-")  # auto measures this device's curve afresh
     out = args.out or RESULTS / ("gpu_e2e" if args.device == "cuda" else "gpu_e2e_cpu")
     meta = dict(device=torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or "cpu",
                 torch=torch.__version__, dtype="bf16" if args.device == "cuda" else "float32",
                 threads=torch.get_num_threads(), python=platform.python_version())
-    result = dict(meta=meta, windows=args.windows, forward=[], loop=[], verify=[])
+    result = dict(meta=meta, windows=args.windows, forward=[], loop=[], auto=[], verify=[])
     start = time.perf_counter()
     over = lambda: time.perf_counter() - start > args.budget
     for size in args.sizes:
@@ -204,6 +237,12 @@ def main(argv: list[str] | None = None) -> int:
                 break
             row = dict(size=size, **loop_profile(model, batch, args.loop_window, args.loop_tokens, args.device))
             result["loop"].append(row)
+            print(json.dumps(row), flush=True)
+        for batch in args.batches:
+            if over():
+                break
+            row = dict(size=size, **auto_row(model, batch, args.loop_window, args.loop_tokens, args.device))
+            result["auto"].append(row)
             print(json.dumps(row), flush=True)
         del model
     if args.device == "cuda" and not over():

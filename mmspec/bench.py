@@ -18,6 +18,7 @@ import torch
 from PIL import Image, ImageDraw
 
 from mmspec.batch import atomic_write
+from mmspec.decoding.auto import describe_choices, merge_choices
 from mmspec.decoding.config import DecodingConfig
 from mmspec.metrics.quality import evaluate_images
 
@@ -30,6 +31,7 @@ class MethodResult:
     forward_passes: list[int]
     wall_time_s: float
     quality: dict = field(default_factory=dict)
+    choices: dict | None = None  # auto: what it chose over the run (`DecodeStats.choices`, added up)
 
     @property
     def mean_forwards(self) -> float:
@@ -53,7 +55,7 @@ def run_methods(
     has its own seed). Every method is checked before the first one runs."""
     results = []
     for config in [pipe.check_decoding(method) for method in methods]:
-        images, forwards = [], []
+        images, forwards, choices = [], [], []
         start = time.perf_counter()
         for i in range(0, len(conditions), batch_size):
             chunk = conditions[i : i + batch_size]
@@ -62,9 +64,11 @@ def run_methods(
                        **(call_kwargs or {}))
             images.append(out.images * 2 - 1)
             forwards += [s.forward_passes for s in out.stats]
+            choices += [out.stats[0].choices] if out.stats[0].choices is not None else []
             if on_progress:
                 on_progress(config.describe(), min(i + batch_size, len(conditions)), len(conditions))
-        results.append(MethodResult(config.describe(), config.exact, torch.cat(images), forwards, time.perf_counter() - start))
+        results.append(MethodResult(config.describe(), config.exact, torch.cat(images), forwards, time.perf_counter() - start,
+                                    choices=merge_choices(choices) if choices else None))
     return results
 
 
@@ -122,6 +126,8 @@ def report(results: list[MethodResult], out_dir: str | Path, name: str, meta: di
         values = list(row.values())
         values[1] = "yes" if values[1] else "no"
         lines.append("| " + " | ".join(str(v) for v in values) + " |")
+    chose = [f"- {r.method} chose: {describe_choices(r.choices)}" for r in results if r.choices]
+    lines += [""] + chose if chose else []
     lines += ["", "Run: " + ", ".join(f"{k}={v}" for k, v in meta.items() if k != "description")]
     md, js, png = report_paths(out_dir, name)
     atomic_write(md, lambda p: p.write_text("\n".join(lines) + "\n"))

@@ -94,7 +94,7 @@ def load(args):
 
 def checked_decodings(args, pipe) -> list:
     """`decoding_configs`, each checked against the model (a window longer than its sequence...);
-    without `--decoding`, the pipeline's default (LPD's lpd-20, the others' mc-sjd)."""
+    without `--decoding`, the pipeline's default (LPD's lpd-20, the others' auto)."""
     return [pipe.check_decoding(config) for config in decoding_configs(args, pipe.default_decoding)]
 
 
@@ -164,13 +164,20 @@ def cmd_generate(args) -> None:
     [config] = checked_decodings(args, pipe)
     rows, names = conditions(args, pipe)
     sampling = sampling_kwargs(args)
-    images, outputs = [], []
+    images, outputs, ar_outputs = [], [], []
+    compare = config.name != AR_BASELINE
     for i, row in enumerate(rows):
-        out = pipe(**row, num_images_per_prompt=args.per_class, decoding=config, generator=torch.Generator().manual_seed(args.seed + i),
-                   **sampling)
+        seed = args.seed + i
+        out = pipe(**row, num_images_per_prompt=args.per_class, decoding=config, generator=torch.Generator().manual_seed(seed), **sampling)
         images += out.images
         outputs.append(out)
-        print(f"row {i + 1}/{len(rows)} ({names[i]}): {mean_forwards(out):.0f} forward passes per image", flush=True)
+        line = f"row {i + 1}/{len(rows)} ({names[i]}): {mean_forwards(out):.0f} forward passes per image, {out.stats[0].wall_time_s:.2f} s"
+        if compare:  # AR on the same condition, seed and batch, right after: side by side on a noisy machine
+            ar = pipe(**row, num_images_per_prompt=args.per_class, decoding=AR_BASELINE, generator=torch.Generator().manual_seed(seed),
+                      **sampling)
+            ar_outputs.append(ar)
+            line += f" (AR {mean_forwards(ar):.0f} and {ar.stats[0].wall_time_s:.2f} s)"
+        print(line, flush=True)
     grid = label_rows(image_grid(images, cols=args.per_class, scale=2), names)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(out_path, lambda tmp: grid.save(tmp, format="PNG"))
@@ -180,8 +187,12 @@ def cmd_generate(args) -> None:
     print(f"decoding: {config.describe()} ({'exact: samples the model' if exact else 'relaxed: approximates the model'}); "
           f"forward passes: {sum(s.forward_passes for s in stats) / len(stats):.1f} per image on average "
           f"(AR needs {pipe.sequence_length}); decoding wall time: {sum(o.stats[0].wall_time_s for o in outputs):.1f} s")
-    if config.name != AR_BASELINE:
-        print(ar_comparison(pipe, rows[-1], names[-1], args.per_class, args.seed + len(rows) - 1, outputs[-1], sampling))
+    if stats[0].choices is not None:
+        from mmspec.decoding.auto import describe_choices, merge_choices
+
+        print(f"auto chose: {describe_choices(merge_choices([s.choices for s in stats]))}")
+    if compare:
+        print(ar_comparison(outputs, ar_outputs, args.per_class))
     print(f"total wall time: {time.perf_counter() - started:.1f} s")
 
 
@@ -189,14 +200,16 @@ def mean_forwards(out) -> float:
     return sum(s.forward_passes for s in out.stats) / len(out.stats)
 
 
-def ar_comparison(pipe, row: dict, name: str, per_class: int, seed: int, out, sampling: dict) -> str:
-    """AR on the grid's last row (same condition, seed and batch, the model already warm),
-    against the chosen method's time for that row: the speed-up in seconds, not only forwards."""
-    ar = pipe(**row, num_images_per_prompt=per_class, decoding=AR_BASELINE, generator=torch.Generator().manual_seed(seed),
-              **sampling)
-    ar_s, method_s = ar.stats[0].wall_time_s, out.stats[0].wall_time_s
-    return (f"against AR on the last row ({name}, {per_class} image(s), same seed): AR {ar_s:.2f} s and "
-            f"{mean_forwards(ar):.0f} forwards per image, {out.stats[0].method} {method_s:.2f} s and {mean_forwards(out):.0f}: "
+def ar_comparison(outputs: list, ar_outputs: list, per_class: int) -> str:
+    """Every row against AR on the same condition, seed and batch, decoded right after it:
+    the speed-up in seconds, not only in forwards."""
+    method_s = sum(o.stats[0].wall_time_s for o in outputs)
+    ar_s = sum(o.stats[0].wall_time_s for o in ar_outputs)
+    method_f = sum(mean_forwards(o) for o in outputs) / len(outputs)
+    ar_f = sum(mean_forwards(o) for o in ar_outputs) / len(ar_outputs)
+    return (f"against AR on the same {len(outputs)} row(s) of {per_class} image(s), same seeds, torch threads "
+            f"{torch.get_num_threads()}: AR {ar_s:.1f} s and {ar_f:.0f} forwards per image, {outputs[0].stats[0].method} "
+            f"{method_s:.1f} s and {method_f:.0f}: {ar_f / max(method_f, 1e-9):.2f}x fewer forwards, "
             f"wall-time speed-up over AR {ar_s / max(method_s, 1e-9):.2f}x")
 
 

@@ -32,8 +32,9 @@ def test_generate_writes_a_labelled_grid_and_times_ar_beside_the_method(pipeline
     out = tmp_path / "grid.png"
     assert main(["generate", "--pipeline", str(pipeline_dir), "--classes", "0", "2", "--per-class", "2", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert f"wrote {out} (2 rows x 2 images; rows: circle, stripes)" in text and "AR needs 256" in text and "mc-sjd (exact: samples the model)" in text
-    assert "against AR on the last row (stripes, 2 image(s), same seed): AR" in text and "wall-time speed-up over AR" in text
+    assert f"wrote {out} (2 rows x 2 images; rows: circle, stripes)" in text and "AR needs 256" in text and "auto (exact: samples the model)" in text
+    assert "against AR on the same 2 row(s) of 2 image(s), same seeds" in text and "wall-time speed-up over AR" in text
+    assert "auto chose: window" in text and "(AR 256 and" in text
     grid = Image.open(out).convert("L")
     images_w = 2 * (2 * (16 + 2) + 2)  # two 16-pixel images per row, 2-pixel padding, scaled 2x
     label = grid.crop((0, 0, grid.width - images_w, grid.height))
@@ -48,7 +49,7 @@ def test_generate_on_a_prompt_pipeline_labels_each_row_with_its_prompt(tmp_path,
     assert main(["generate", "--pipeline", str(tmp_path / "janus"), "--prompt", "a cat", "red dog", "--per-class", "2",
                  "--window", "4", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "rows: a cat, red dog" in text and "AR needs 16" in text and "against AR on the last row (red dog, 2 image(s)" in text
+    assert "rows: a cat, red dog" in text and "AR needs 16" in text and "against AR on the same 2 row(s) of 2 image(s)" in text
     grid = Image.open(out).convert("L")
     images_w = 2 * (2 * (8 + 2) + 2)  # two 8-pixel images per row
     assert grid.width > images_w + 20 and grid.crop((0, 0, grid.width - images_w, grid.height)).getextrema()[0] < 100

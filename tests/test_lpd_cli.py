@@ -26,8 +26,8 @@ def test_generate_defaults_to_lpd_20_and_compares_with_one_cell_per_forward(lpd_
     assert main(["generate", "--pipeline", str(lpd_dir), "--classes", "0", "3", "--per-class", "2", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert out.is_file()
-    assert "decoding: lpd-20 (exact" in text and "20.0 per image" in text and "AR 256" not in text
-    assert "against AR on the last row" in text and "256 forwards per image" in text
+    assert "decoding: lpd-20 (exact" in text and "20.0 per image" in text and "auto chose" not in text
+    assert "against AR on the same 2 row(s)" in text and "256 forwards per image" in text
 
 
 def test_batch_and_bench_run_lpd_decodings(lpd_dir, tmp_path, capsys):

@@ -25,12 +25,14 @@ import gradio as gr
 import torch
 
 from mmspec.batch import MAX_SEED
+from mmspec.decoding.auto import describe_choices
 from mmspec.decoding.config import DECODINGS, DecodingConfig
 from mmspec.images import commit_heatmap
 from mmspec.pipelines.pipeline_utils import sampling_config
 
 METHODS = [name for name in DECODINGS if name != "ar"]
-DEFAULT_METHODS = ["sjd", "mc-sjd", "zipar+mc-sjd"]
+DEFAULT_METHODS = ["auto", "mc-sjd", "zipar+mc-sjd"]
+CHOSEN_BY_AUTO = ("window", "init", "branches")  # the sliders' values would fix what auto chooses
 TABLE_HEADERS = ["method", "exact", "forwards", "tokens / forward", "time (s)", "x fewer forwards", "x faster"]
 # one request decodes AR plus at most this many methods: five one-image decodes at most
 MAX_METHODS = 4
@@ -120,7 +122,8 @@ def compare(pipe, condition: dict, methods: list[str], settings: dict):
     """Decodes the condition with AR and each method from the same seed.
 
     Returns (gallery items, table rows, heatmap items)."""
-    configs = [pipe.check_decoding(DecodingConfig.from_name(name, **settings["params"])) for name in ["ar", *methods]]
+    own = lambda name: {k: v for k, v in settings["params"].items() if not (name.startswith("auto") and k in CHOSEN_BY_AUTO)}
+    configs = [pipe.check_decoding(DecodingConfig.from_name(name, **own(name))) for name in ["ar", *methods]]
     gallery, rows, heatmaps = [], [], []
     baseline = None
     for config in configs:
@@ -128,7 +131,8 @@ def compare(pipe, condition: dict, methods: list[str], settings: dict):
         stats = out.stats[0]
         baseline = baseline or stats
         gallery.append((out.images[0], config.name))
-        heatmaps.append((commit_heatmap(stats.commit_iteration[0], pipe.token_grid), f"{config.name}: commit order"))
+        chose = "" if stats.choices is None else f" (chose {describe_choices(stats.choices)})"
+        heatmaps.append((commit_heatmap(stats.commit_iteration[0], pipe.token_grid), f"{config.name}: commit order{chose}"))
         rows.append([
             config.name, "yes" if stats.exact else "no", stats.forward_passes, round(stats.tokens_per_forward, 2),
             round(stats.wall_time_s, 2), round(baseline.forward_passes / stats.forward_passes, 2),

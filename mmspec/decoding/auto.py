@@ -170,6 +170,8 @@ class CostChooser:
         self.context = context
         self.acceptance = AcceptanceModel()
         self.glue_s = context.cost.glue_s or 0.0
+        self.ar_glue_s = context.cost.ar_glue_s or 0.0
+        self.ar_steps = False  # whether window 0 runs as a plain AR step (set by the loop)
         fixed = len(context.drafters) == 1
         self.hits = None if fixed else DrafterHits(context.drafters, layout, device)
         self.drafter = context.drafters[0]
@@ -183,16 +185,21 @@ class CostChooser:
                 if b is not None and w < b.slots:
                     continue  # branches grow from fed window slots
                 inputs = windows_per_row * (1 + w + nodes)
-                rate = self.acceptance.expected(w, b) / max(cost(inputs) + self.glue_s, 1e-12)
+                if w == 0 and b is None and self.ar_steps:  # one token, at AR's own cost
+                    rate = 1.0 / max(cost(windows_per_row) + self.ar_glue_s, 1e-12)
+                else:
+                    rate = self.acceptance.expected(w, b) / max(cost(inputs) + self.glue_s, 1e-12)
                 if rate > best_rate:
                     best, best_rate = Choice(w, b, self.drafter), rate
         return best
 
-    def observe(self, choice: Choice, committed: float, by_branches: float, forwards: float, glue_s: float) -> None:
+    def observe(self, choice: Choice, committed: float, by_branches: float, forwards: float, glue_s: float,
+                ar_glue_s: float = 0.0) -> None:
         """The forwards since the last choice: tokens committed per window in all (by
-        branches past the windows' runs), and the loop's own time per forward."""
-        self.glue_s = glue_s
-        if forwards:
+        branches past the windows' runs; nothing after AR steps), and the loop's own time
+        per Jacobi forward and per AR step."""
+        self.glue_s, self.ar_glue_s = glue_s, ar_glue_s
+        if forwards and committed:
             self.acceptance.observe(choice.window, choice.branches, committed, by_branches, forwards)
 
     def observe_commits(self, tokens: torch.Tensor, new: torch.Tensor, committed: torch.Tensor) -> None:
@@ -219,13 +226,27 @@ class ChoiceLog:
         return {"windows": dict(sorted(self.windows.items())), "branches": dict(self.branches),
                 "drafters": dict(self.drafters)}
 
-    def summary(self) -> str:
-        """One line: "window 16 (40%), 8 (35%), ...; branches none; drafts above"."""
-        total = sum(self.windows.values()) or 1
-        top = ", ".join(f"{w} ({100 * c / total:.0f}%)" for w, c in self.windows.most_common(3))
-        branches = ", ".join(f"{b} ({100 * c / total:.0f}%)" for b, c in self.branches.most_common(2))
-        drafts = ", ".join(f"{d}" for d, _ in self.drafters.most_common(2))
-        return f"window {top}; branches {branches}; first drafts {drafts}"
+
+
+def merge_choices(choices: list[dict]) -> dict:
+    """The `DecodeStats.choices` of several calls, added up."""
+    total = {"windows": Counter(), "branches": Counter(), "drafters": Counter()}
+    for c in choices:
+        for part, counts in c.items():
+            total[part].update(counts)
+    return {part: dict(sorted(counts.items())) for part, counts in total.items()}
+
+
+def describe_choices(choices: dict) -> str:
+    """One line, shares of the choices: "window 16 (70%), 8 (25%), 0 (5%); branches none (100%);
+    first drafts above (100%)" (window 0: an AR step)."""
+    def shares(counts: dict, top: int) -> str:
+        total = sum(counts.values()) or 1
+        ranked = sorted(counts.items(), key=lambda kv: -kv[1])[:top]
+        return ", ".join(f"{k} ({100 * v / total:.0f}%)" for k, v in ranked)
+
+    return (f"window {shares(choices['windows'], 4)}; branches {shares(choices['branches'], 3)}; "
+            f"first drafts {shares(choices['drafters'], 2)}")
 
 
 def make_chooser(config, layout, cost: CostCurve, branch_settings: tuple, max_window: int, device, has_prompt: bool = False):

@@ -44,6 +44,7 @@ class CostCurve:
         glue_s (`float`, *optional*): the Jacobi loop's own seconds per forward (drafting,
             verification, bookkeeping), measured by the first auto call on the curve and
             kept with it, so that later calls choose from the file alone.
+        ar_glue_s (`float`, *optional*): the same for an AR step (sampling one token).
     """
 
     inputs: list[int]
@@ -52,6 +53,7 @@ class CostCurve:
     key: str = ""
     measured: bool = True
     glue_s: float | None = None
+    ar_glue_s: float | None = None
 
     def __call__(self, n: float) -> float:
         """Seconds for a forward of n inputs per row: linear between points, and along the
@@ -70,55 +72,81 @@ class CostCurve:
     @classmethod
     def flat(cls, rows: int) -> "CostCurve":
         """Every size costs one unit: auto then maximises tokens per forward."""
-        return cls([1], [1.0], rows, key="flat", measured=False, glue_s=0.0)
+        return cls([1], [1.0], rows, key="flat", measured=False, glue_s=0.0, ar_glue_s=0.0)
+
+
+def networks(model, depth: int = 2) -> list:
+    """The torch modules behind a TokenModel: itself, or those an adapter holds (a
+    transformers model inside `MeshXLModel`'s `TransformersLM`, say)."""
+    if isinstance(model, torch.nn.Module):
+        return [model]
+    found = []
+    if depth:
+        for value in vars(model).values() if hasattr(model, "__dict__") else ():
+            if not isinstance(value, (torch.Tensor, str, int, float)):
+                found += [net for net in networks(value, depth - 1) if all(net is not f for f in found)]
+    return found
 
 
 def model_device(model) -> torch.device:
-    parameters = getattr(model, "parameters", None)
-    first = next(parameters(), None) if callable(parameters) else None
+    first = next((p for net in networks(model) for p in net.parameters()), None)
     return torch.device("cpu") if first is None else first.device
 
 
+def model_dtype(model):
+    first = next((p for net in networks(model) for p in net.parameters()), None)
+    return None if first is None else first.dtype
+
+
 class GlueTimer:
-    """The loop's time per forward outside the forward, from the curve when it has it,
-    else measured on this call's iterations (the first, which warms up, left out)."""
+    """The loop's own time per forward outside the forward, for a Jacobi forward and for an
+    AR step: from the curve when it has them, else measured on this call's iterations (the
+    first of each kind, which warms up, left out) and then kept with the curve."""
+
+    KINDS = ("glue_s", "ar_glue_s")
 
     def __init__(self, curve: CostCurve, device: torch.device):
-        self.curve, self.samples = curve, []
-        self.measuring = curve.glue_s is None
-        self.sync = torch.cuda.synchronize if device.type == "cuda" and self.measuring else (lambda: None)
-        self.start = self.forward_start = 0.0
-        self.forward_s = 0.0
+        self.curve = curve
+        self.samples = {kind: [] for kind in self.KINDS if getattr(curve, kind) is None}
+        self.sync = torch.cuda.synchronize if device.type == "cuda" and self.samples else (lambda: None)
+        self.start = self.forward_start = self.forward_s = 0.0
+        self.warm = set()
 
     def begin_iteration(self) -> None:
-        if self.measuring:
+        if self.samples:
             self.sync()
             self.start = time.perf_counter()
 
     def begin_forward(self) -> None:
-        if self.measuring:
+        if self.samples:
             self.sync()
             self.forward_start = time.perf_counter()
 
     def end_forward(self) -> None:
-        if self.measuring:
+        if self.samples:
             self.sync()
             self.forward_s = time.perf_counter() - self.forward_start
 
-    def end_iteration(self, first: bool) -> None:
-        if self.measuring and not first:
+    def end_iteration(self, kind: str) -> None:
+        if kind in self.samples:
             self.sync()
-            self.samples.append(time.perf_counter() - self.start - self.forward_s)
+            if kind in self.warm:
+                self.samples[kind].append(time.perf_counter() - self.start - self.forward_s)
+            self.warm.add(kind)
 
-    def estimate(self) -> float:
-        if not self.measuring:
-            return self.curve.glue_s
-        return statistics.median(self.samples) if self.samples else 0.0
+    def estimate(self, kind: str) -> float:
+        known = getattr(self.curve, kind)
+        if known is not None:
+            return known
+        samples = self.samples[kind]
+        return statistics.median(samples) if samples else 0.0
 
     def keep(self) -> None:
-        """Stores what this call measured with the curve, once."""
-        if self.measuring and self.samples and self.curve.measured:
-            self.curve.glue_s = self.estimate()
+        """Stores what this call measured with the curve, once per kind."""
+        measured = {kind: statistics.median(v) for kind, v in self.samples.items() if v}
+        if measured and self.curve.measured:
+            for kind, value in measured.items():
+                setattr(self.curve, kind, value)
             save_curve(self.curve)
 
 
@@ -146,12 +174,15 @@ def cpu_model() -> str:
 
 
 def model_fingerprint(model) -> str:
-    """The model's class and config (its JSON, or repr), and its parameter shapes."""
-    config = getattr(model, "config", None)
-    to_dict = getattr(config, "to_dict", None)
-    described = json.dumps(to_dict(), sort_keys=True, default=str) if callable(to_dict) else repr(config)
-    shapes = [tuple(p.shape) for p in model.parameters()] if hasattr(model, "parameters") else []
-    return f"{type(model).__qualname__}|{described}|{shapes}"
+    """The adapter's class, and each network's class, config (its JSON, or repr) and
+    parameter shapes."""
+    parts = [type(model).__qualname__]
+    for net in networks(model):
+        config = getattr(net, "config", None)
+        to_dict = getattr(config, "to_dict", None)
+        described = json.dumps(to_dict(), sort_keys=True, default=str) if callable(to_dict) else repr(config)
+        parts.append(f"{type(net).__qualname__}|{described}|{[tuple(p.shape) for p in net.parameters()]}")
+    return "\n".join(parts)
 
 
 def cost_key(model, rows: int, device: torch.device, dtype, length: int) -> str:
@@ -163,29 +194,28 @@ def cost_key(model, rows: int, device: torch.device, dtype, length: int) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def measure(session, K: int, sizes: list[int], *, rows: int, key: str, reps: int = 3) -> CostCurve:
+def measure(session, K: int, sizes: list[int], *, rows: int, key: str, rounds: int = 3) -> CostCurve:
     """Times forwards of `session` at each of `sizes` inputs per row, at positions 0..n-1
-    (none committed: the session is fresh from its prefill), and commits nothing."""
+    (none committed: the session is fresh from its prefill), and commits nothing. Sizes
+    are interleaved over `rounds` after a warm-up round and each keeps its fastest time,
+    so that a burst of load from elsewhere spoils one sample rather than one size."""
     device = session.prefill_logits().cond.device
     B = session.batch_size
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    seconds = []
-    for n in sizes:
-        tokens = torch.zeros(B, n, K, dtype=torch.long, device=device)
-        positions = torch.arange(n, device=device).expand(B, n)
-        times = []
-        for rep in range(reps + 1):  # the first run warms up
+    best = [float("inf")] * len(sizes)
+    for round_ in range(rounds + 1):
+        for i, n in enumerate(sizes):
+            tokens = torch.zeros(B, n, K, dtype=torch.long, device=device)
+            positions = torch.arange(n, device=device).expand(B, n)
             sync()
             start = time.perf_counter()
             forward_steps(session, tokens, positions)
             sync()
-            if rep:
-                times.append(time.perf_counter() - start)
-        seconds.append(statistics.median(times))
-    # noise can make a larger forward look cheaper; cost never falls with size
-    for i in range(1, len(seconds)):
-        seconds[i] = max(seconds[i], seconds[i - 1])
-    return CostCurve(list(sizes), seconds, rows, key)
+            if round_:
+                best[i] = min(best[i], time.perf_counter() - start)
+    for i in range(1, len(best)):  # cost never falls with size
+        best[i] = max(best[i], best[i - 1])
+    return CostCurve(list(sizes), best, rows, key)
 
 
 def curve_path(key: str) -> Path:
@@ -196,7 +226,8 @@ def load_curve(key: str) -> CostCurve | None:
     path = curve_path(key)
     try:
         data = json.loads(path.read_text())
-        return CostCurve(**{k: data[k] for k in ("inputs", "seconds", "rows", "key", "measured", "glue_s")})
+        return CostCurve(**{k: data[k] for k in ("inputs", "seconds", "rows", "key", "measured")},
+                         **{k: data.get(k) for k in GlueTimer.KINDS})
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as err:  # a damaged file is measured again
@@ -224,8 +255,7 @@ def session_curve(session, model, K: int, length: int, capacity: int, *, mode: s
     if mode == "off":
         return CostCurve.flat(rows)
     device = session.prefill_logits().cond.device
-    dtype = next(model.parameters()).dtype if callable(getattr(model, "parameters", None)) else None
-    key = cost_key(model, rows, device, dtype, length)
+    key = cost_key(model, rows, device, model_dtype(model), length)
     curve = None if mode == "refresh" else load_curve(key)
     sizes = [n for n in SIZES + (TREE_SIZES if tree else ()) if n <= capacity]
     if curve is None or curve.inputs[-1] < sizes[-1]:

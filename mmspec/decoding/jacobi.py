@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from mmspec.core.contracts import CallTree, GuidedLogits, TokenSession
 from mmspec.core.layout import TokenLayout
 from mmspec.core.rules import bind_cached
-from mmspec.core.sampling import SamplingConfig, uniforms
+from mmspec.core.sampling import SamplingConfig, sample, transform, uniforms
 from mmspec.decoding.auto import BRANCH_PRESETS, Choice, ChoiceLog, make_chooser
 from mmspec.decoding.branches import add_branches, branch_nodes, check_branches, commit_branches, neighbour_sources, verify_branches
 from mmspec.decoding.config import DecodingConfig
@@ -154,6 +154,8 @@ class JacobiLoop:
             self.chooser = make_chooser(config, layout, self.cost, branch_settings, min(L, T - 1), device, self.prompt is not None)
             self.choices = ChoiceLog()
             self.glue = GlueTimer(self.cost, device)
+            # window 0 as a plain AR step: one segment (raster order), nothing history-dependent
+            self.chooser.ar_steps = R == 1 and not self.processors and not config.redraft
         # auto: since the last choice, the tokens committed per window summed over forwards
         # (on the device, read at the next choice) and the positions committed
         self.observed = torch.zeros(2, device=device)
@@ -354,6 +356,11 @@ class JacobiLoop:
                 self.glue.begin_iteration()
                 if (self.forwards - 1) % self.chooser.every == 0:
                     self.choose()
+                if self.choice.window == 0 and self.chooser.ar_steps:
+                    self.ar_step()
+                    self.glue.end_iteration("ar_glue_s")
+                    done = int(self.stopping.done(self.committed).sum()) // self.B
+                    continue
             live = self.open_windows()
             inputs = self.pack_inputs(live)
             self.nodes = None
@@ -361,7 +368,7 @@ class JacobiLoop:
                 inputs, self.nodes = add_branches(self, live, inputs, self.choice.branches)
             self.commit_and_slide(inputs, *self.forward_and_verify(inputs, live))
             if self.chooser is not None:
-                self.glue.end_iteration(first=self.forwards == 2)
+                self.glue.end_iteration("glue_s")
             done = int(self.stopping.done(self.committed).sum()) // self.B
         if self.chooser is not None:
             self.glue.keep()
@@ -379,10 +386,35 @@ class JacobiLoop:
         )
         return (tokens[..., 0] if self.K == 1 else tokens), stats
 
+    def ar_step(self) -> None:
+        """auto's window 0 in one segment: AR's step, feeding each sequence's last committed
+        step and drawing the next from its p. The windows' drafts are dropped (the next
+        Jacobi forward drafts afresh)."""
+        n = self.n[:, 0]  # [B]
+        live = (n < self.T) & ~self.stopping.finished
+        pos = (n - 1).clamp(max=self.T - 1)[:, None]  # [B, 1]
+        if self.chooser is not None:
+            self.glue.begin_forward()
+        logits = forward_steps(self.session, self.tokens[self.b, pos], pos)
+        if self.chooser is not None:
+            self.glue.end_forward()
+        self.forwards += 1
+        fresh = live[:, None] & ~self.kv_done.gather(1, pos)
+        self.session.commit(pos, fresh)
+        self.kv_done[self.b[fresh], pos[fresh]] = True
+        at = n.clamp(max=self.T - 1)[:, None]
+        probs = transform(step_logits(logits, at, self.sampling), self.sampling, allowed_steps(self.layout, at))
+        self.commit_run(self.b, at, sample(probs, self.generator), live[:, None])
+        self.n[:, 0] = n + live.long()
+        self.drafts.fill_(-1)
+        self.q_carried.zero_()
+        self.branch_carry = None
+
     def choose(self) -> None:
         """auto: the window, branches and first drafts of the next forwards, from the past alone."""
         committed, by_branches = self.observed.tolist()
-        self.chooser.observe(self.choice, committed, by_branches, self.forwards - self.forwards_at_choice, self.glue.estimate())
+        self.chooser.observe(self.choice, committed, by_branches, self.forwards - self.forwards_at_choice,
+                             self.glue.estimate("glue_s"), self.glue.estimate("ar_glue_s"))
         self.observed.zero_()
         self.forwards_at_choice = self.forwards
         self.chooser.observe_commits(self.tokens, self.committed & ~self.committed_at_choice, self.committed)

@@ -204,7 +204,7 @@ class MeshPipeline(DiffusionPipeline):
         top_k: int | None = None,
         top_p: float | None = None,
         max_faces: int | None = None,
-        window: int = 16,
+        window: int | None = None,
         constrain: bool = True,
         generator: torch.Generator | None = None,
         return_dict: bool = True,
@@ -219,7 +219,7 @@ class MeshPipeline(DiffusionPipeline):
                 "mc-sjd", each optionally "+lookup" or "+face-lookup" (see `mesh_decoding`).
             temperature, top_k, top_p (*optional*): sampling; default to the saved defaults.
             max_faces (`int`, *optional*): faces per mesh at most (default: the pipeline's).
-            window (`int`, defaults to 16): Jacobi draft window.
+            window (`int`, *optional*, defaults to 16; auto: chosen): Jacobi draft window.
             constrain (`bool`, defaults to True): allow only coordinates, and `<eos>` at face
                 starts (see `mmspec.models.mesh_opt`); False samples the model unmasked.
             generator (`torch.Generator`, *optional*): the source of every random draw.

@@ -21,3 +21,5 @@ def test_gpu_e2e_writes_its_tables_on_cpu(tmp_path):
     parts = sum(v for k, v in loop.items() if k.endswith(" ms") and k not in ("forward_ms", "outside_ms"))
     assert abs(parts - loop["outside_ms"]) < 1e-6 * max(1.0, parts)
     assert "## The loop around the forward" in out.with_suffix(".md").read_text()
+    auto = data["auto"][0]
+    assert auto["cost_curve"]["1"] == 1.0 and auto["auto_forwards"] >= 1 and "window" in auto["choices"]

@@ -35,7 +35,7 @@ class FickleChooser:
         branches = c.branch_settings[(k + int(self.last * 7)) % len(c.branch_settings)]
         return Choice(c.windows[k % len(c.windows)], branches, c.drafters[(k + 1) // 2 % len(c.drafters)])
 
-    def observe(self, choice, committed, by_branches, forwards, glue_s):
+    def observe(self, choice, committed, by_branches, forwards, glue_s, ar_glue_s=0.0):
         self.last = committed
 
     def observe_commits(self, tokens, new, committed):

@@ -1,0 +1,228 @@
+"""Seconds, not forwards: every shipped model's AR, documented exact methods, the best fixed
+exact setting of a sweep (the oracle) and auto, at 1 and 2 threads and batch 1 and 4.
+
+    PYTHONPATH=. python benchmarks/wall_time.py                                  # every model, ~40 min
+    PYTHONPATH=. python benchmarks/wall_time.py --models image --samples 2 --threads 1 --batches 1
+
+For each (threads, batch) cell and each sample (a condition and a seed), AR and every
+method decode the same batch back to back, so each method is timed beside its AR twin on
+this shared, noisy machine; a method's speed-up is its samples' AR seconds over its own.
+Seconds are the engine's decode time (`DecodeStats.wall_time_s`: prefill to last commit);
+forwards are per sample. auto measures its cost curve once per cell, before the timed
+samples, into a fresh cache folder of the run (the one-off calibration is reported
+beside the table). LPD is left out: it decodes in its own group order, where auto does not
+apply. Writes `benchmarks/results/wall_time.{md,json}` and `wall_time.png`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from mmspec.batch import atomic_write
+from mmspec.bench import environment, speedup_plot
+from mmspec.decoding.auto import describe_choices, merge_choices
+from mmspec.decoding.config import DecodingConfig
+
+C = DecodingConfig.from_name
+
+
+@dataclass
+class Case:
+    """One shipped model: how to load it, how to decode sample i as a batch, and its rows."""
+
+    load: Callable
+    decode: Callable  # (pipe, sample, batch, config, seed) -> list[DecodeStats], one per sequence
+    documented: list  # the exact settings its docs page reports
+    sweep: list  # fixed exact settings tried for the oracle
+
+
+def image_case() -> Case:
+    from mmspec.assets import DEFAULT_ASSETS
+    from mmspec.pipelines import load_pipeline
+
+    def decode(pipe, i, batch, config, seed):
+        return pipe(class_labels=[i % 10], num_images_per_prompt=batch, decoding=config, output_type="pt",
+                    generator=torch.Generator().manual_seed(seed)).stats
+
+    windows = [C("mc-sjd", window=w, init="above") for w in (4, 8, 16, 32)]
+    return Case(lambda: load_pipeline(DEFAULT_ASSETS), decode, [C("sjd"), C("mc-sjd"), C("mc-sjd", init="above")],
+                windows + [C("mc-sjd", window=32)])
+
+
+def video_case() -> Case:
+    from mmspec.assets import VIDEO_ASSETS
+    from mmspec.pipelines import load_pipeline
+
+    def decode(pipe, i, batch, config, seed):
+        return pipe([i % len(pipe.class_names)], num_videos_per_prompt=batch, decoding=config, output_type="pt",
+                    generator=torch.Generator().manual_seed(seed)).stats
+
+    return Case(lambda: load_pipeline(VIDEO_ASSETS), decode,
+                [C("mc-sjd"), C("mc-sjd", init="previous-frame", window=64)],
+                [C("mc-sjd", init="previous-frame", window=w) for w in (8, 16, 32, 64)])
+
+
+def speech_case() -> Case:
+    from mmspec.assets import SPEECH_ASSETS
+    from mmspec.pipelines import load_pipeline
+
+    words = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+
+    def decode(pipe, i, batch, config, seed):
+        return pipe(words[i % 10], num_audios_per_prompt=batch, decoding=config,
+                    generator=torch.Generator().manual_seed(seed)).stats
+
+    return Case(lambda: load_pipeline(SPEECH_ASSETS), decode,
+                [C("mc-sjd", init="previous-step"), C("mc-sjd", init="previous-step", branches=4)],
+                [C("mc-sjd", init="previous-step", window=w) for w in (4, 8, 16)])
+
+
+def mesh_case() -> Case:
+    from mmspec.assets import MESH_ASSETS
+    from mmspec.pipelines.mesh import MeshPipeline
+
+    def decode(pipe, i, batch, config, seed):
+        return pipe(class_labels=[i % len(pipe.class_names)], num_meshes=batch, decoding=config,
+                    generator=torch.Generator().manual_seed(seed)).stats
+
+    return Case(lambda: MeshPipeline.from_pretrained(MESH_ASSETS), decode, [C("mc-sjd"), C("mc-sjd+lookup")],
+                [C("mc-sjd", window=w) for w in (8, 16, 32)] + [C("mc-sjd+lookup", window=32)])
+
+
+def captioner_case() -> Case:
+    from mmspec.datasets.shape_captions import load_scenes
+    from mmspec.images import to_pil
+    from mmspec.pipelines.captioning import CaptioningPipeline
+
+    images = to_pil(load_scenes("heldout", 40)[0])
+
+    def decode(pipe, i, batch, config, seed):
+        return pipe([images[(i * batch + k) % len(images)] for k in range(batch)], decoding=config).stats
+
+    return Case(CaptioningPipeline.from_pretrained, decode, [C("mc-sjd+lookup"), C("prompt-lookup")],
+                [C("mc-sjd+lookup", window=w) for w in (4, 8, 16, 32)])
+
+
+CASES = {"image": image_case, "video": video_case, "speech": speech_case, "mesh": mesh_case, "captioner": captioner_case}
+
+
+def per_sample(stats) -> list:
+    """Captioning returns one DecodeStats for the batch; the others one per sequence."""
+    return stats.per_sample() if hasattr(stats, "per_sample") else list(stats)
+
+
+def run_cell(case: Case, pipe, samples: int, batch: int, seed: int) -> dict:
+    """Every row of one (threads, batch) cell; sample i decodes AR and each method back to back."""
+    auto = C("auto")
+    configs = list({c.describe(): c for c in [C("ar")] + case.documented + case.sweep + [auto]}.values())
+    started = time.perf_counter()
+    case.decode(pipe, 0, batch, auto, seed)  # auto's one-off calibration of this cell, and a warm-up
+    calibration_s = time.perf_counter() - started
+    rows = {config.describe(): {"config": config, "seconds": [], "forwards": [], "choices": []} for config in configs}
+    for i in range(samples):
+        for config in configs:
+            stats = per_sample(case.decode(pipe, i, batch, config, seed + i))
+            row = rows[config.describe()]
+            row["seconds"].append(stats[0].wall_time_s)
+            row["forwards"].extend(s.forward_passes for s in stats)
+            if stats[0].choices is not None:
+                row["choices"].append(stats[0].choices)
+    ar = rows["ar"]
+    table = []
+    for name, row in rows.items():
+        table.append({
+            "method": name, "exact": row["config"].exact,
+            "forwards": sum(row["forwards"]) / len(row["forwards"]),
+            "seconds": sum(row["seconds"]) / len(row["seconds"]),
+            "speedup": sum(ar["seconds"]) / sum(row["seconds"]),
+            "role": "ar" if name == "ar" else "auto" if name == "auto" else
+                    "documented" if row["config"] in case.documented else "sweep",
+            **({"choices": describe_choices(merge_choices(row["choices"]))} if row["choices"] else {}),
+        })
+    fixed = [r for r in table if r["role"] in ("documented", "sweep")]
+    oracle = max(fixed, key=lambda r: r["speedup"])
+    auto_row = next(r for r in table if r["role"] == "auto")
+    return {"rows": table, "oracle": oracle["method"], "auto_over_oracle": auto_row["speedup"] / oracle["speedup"],
+            "calibration_s": calibration_s}
+
+
+def markdown(results: dict, meta: dict) -> str:
+    lines = [f"# Wall time of every shipped model ({meta['date']}, commit {meta['commit']})", "",
+             f"{meta['samples']} samples per cell, each decoded by AR and every method back to back; seconds are the decode "
+             f"(prefill to last commit) per call; speed-up = the samples' AR seconds over the method's. "
+             f"Device: {meta['environment']['device']}, torch {meta['environment']['torch']}. "
+             "Oracle: the fastest fixed exact setting of the rows above it, found in the same run.", ""]
+    for model, cells in results.items():
+        lines += [f"## {model}", ""]
+        for cell, out in cells.items():
+            lines += [f"### {cell}", "", "| method | forwards per sample | seconds per call | x faster than AR |", "|---|---|---|---|"]
+            for r in out["rows"]:
+                name = r["method"] + (" (oracle)" if r["method"] == out["oracle"] else "")
+                lines.append(f"| {name} | {r['forwards']:.1f} | {r['seconds']:.3f} | {r['speedup']:.2f} |")
+            auto_row = next(r for r in out["rows"] if r["role"] == "auto")
+            lines += ["", f"auto at {out['auto_over_oracle']:.2f}x the oracle's speed-up; it chose {auto_row.get('choices', '-')}; "
+                      f"calibration and warm-up call {out['calibration_s']:.1f} s.", ""]
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict, path: Path) -> None:
+    """Forward and wall-time speed-ups over AR of auto and the oracle, per model and cell."""
+    rows = []
+    for model, cells in results.items():
+        for cell, out in cells.items():
+            by_name = {r["method"]: r for r in out["rows"]}
+            ar = by_name["ar"]["forwards"]
+            for label, r in (("auto", by_name["auto"]), ("oracle", by_name[out["oracle"]])):
+                rows.append({"method": f"{model}, {cell}: {label}", "fewer_forwards_vs_ar": ar / r["forwards"],
+                             "faster_vs_ar": r["speedup"]})
+    atomic_write(path, lambda tmp: speedup_plot(rows).save(tmp, format="PNG"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=list(CASES), choices=list(CASES))
+    parser.add_argument("--samples", type=int, default=4, help="samples per cell (default 4)")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="benchmarks/results")
+    args = parser.parse_args()
+    os.environ["MMSPEC_CACHE_DIR"] = tempfile.mkdtemp(prefix="mmspec-wall-time-")  # every curve measured in this run
+    results = {}
+    for model in args.models:
+        case = CASES[model]()
+        pipe = case.load()
+        if hasattr(pipe, "set_progress_bar_config"):
+            pipe.set_progress_bar_config(disable=True)
+        results[model] = {}
+        for threads in args.threads:
+            torch.set_num_threads(threads)
+            for batch in args.batches:
+                cell = f"{threads} thread{'s' if threads > 1 else ''}, batch {batch}"
+                print(f"{model}: {cell}", flush=True)
+                results[model][cell] = out = run_cell(case, pipe, args.samples, batch, args.seed)
+                auto_row = next(r for r in out["rows"] if r["role"] == "auto")
+                print(f"  auto {auto_row['speedup']:.2f}x AR, oracle {out['oracle']} "
+                      f"{auto_row['speedup'] / out['auto_over_oracle']:.2f}x", flush=True)
+    commit = os.popen("git rev-parse --short HEAD").read().strip()
+    meta = {"date": time.strftime("%Y-%m-%d"), "commit": commit, "samples": args.samples, "seed": args.seed,
+            "environment": environment()}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write(out / "wall_time.md", lambda tmp: tmp.write_text(markdown(results, meta)))
+    atomic_write(out / "wall_time.json", lambda tmp: tmp.write_text(json.dumps({"meta": meta, "results": results}, indent=1, default=str)))
+    plot(results, out / "wall_time.png")
+    print(f"wrote {out / 'wall_time.md'}")
+
+
+if __name__ == "__main__":
+    main()
