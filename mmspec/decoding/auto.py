@@ -81,7 +81,7 @@ class AcceptanceModel:
     p, and are better when they reach the front). Branches add a mean gain of their own,
     the tokens they committed beyond their window's run, from an optimistic prior."""
 
-    def __init__(self, scale: float = 1.5, weight: float = 2.0, decay: float = 0.95, branch_prior: float = 1.0):
+    def __init__(self, scale: float = 1.5, weight: float = 2.0, decay: float = 0.98, branch_prior: float = 1.0):
         self.scale, self.weight, self.decay, self.branch_prior = scale, weight, decay, branch_prior
         self.gained, self.reach = 0.0, 0.0  # sum of (committed - 1), sum of f(w)
         self.branch_sums: dict = {}
@@ -99,6 +99,11 @@ class AcceptanceModel:
         if branches is not None:
             total = self.branch_sums.setdefault(branches, [0.0, 0.0])
             total[0], total[1] = total[0] * d + by_branches, total[1] * d + forwards
+
+    def forget(self, forwards: float) -> None:
+        """Forwards that measured nothing (AR steps): what was learnt fades towards the prior,
+        so that after a stretch of AR steps a window is tried again."""
+        self.observe(0, None, forwards, 0.0, forwards)  # one token a forward, f(0) = 0: decay alone
 
     def expected(self, window: int, branches=None) -> float:
         """E[tokens a window commits per forward] with this setting."""
@@ -159,6 +164,11 @@ def candidate_drafters(layout, has_prompt: bool) -> tuple:
     return copies + (Random(),)
 
 
+# AR steps must win by this much: they drop the windows' drafts, which later forwards would
+# have found refined (worth more than the one forward at hand shows)
+AR_STEP_MARGIN = 1.15
+
+
 class CostChooser:
     """auto's choice: the setting with the most expected tokens per second, from the
     cost curve and what this decode has accepted so far. A chooser offers `choose`,
@@ -186,7 +196,7 @@ class CostChooser:
                     continue  # branches grow from fed window slots
                 inputs = windows_per_row * (1 + w + nodes)
                 if w == 0 and b is None and self.ar_steps:  # one token, at AR's own cost
-                    rate = 1.0 / max(cost(windows_per_row) + self.ar_glue_s, 1e-12)
+                    rate = 1.0 / max(cost(windows_per_row) + self.ar_glue_s, 1e-12) / AR_STEP_MARGIN
                 else:
                     rate = self.acceptance.expected(w, b) / max(cost(inputs) + self.glue_s, 1e-12)
                 if rate > best_rate:
@@ -199,7 +209,9 @@ class CostChooser:
         branches past the windows' runs; nothing after AR steps), and the loop's own time
         per Jacobi forward and per AR step."""
         self.glue_s, self.ar_glue_s = glue_s, ar_glue_s
-        if forwards and committed:
+        if choice.window == 0 and self.ar_steps:
+            self.acceptance.forget(forwards)  # AR steps show nothing of the drafts: the prior comes back
+        elif forwards:
             self.acceptance.observe(choice.window, choice.branches, committed, by_branches, forwards)
 
     def observe_commits(self, tokens: torch.Tensor, new: torch.Tensor, committed: torch.Tensor) -> None:

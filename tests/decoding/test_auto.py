@@ -183,3 +183,18 @@ def test_auto_names_and_errors():
     assert DecodingConfig.from_name("mc-sjd").window == 16 and DecodingConfig.from_name("mc-sjd").branches == 0
     with pytest.raises(ValueError, match="cost must be one of"):
         DecodingConfig(method="auto", cost="sometimes")
+
+
+def test_after_ar_steps_the_prior_comes_back():
+    """A stretch of AR steps (which show nothing of the drafts) must not leave auto stuck
+    on them: what was learnt fades and a window is tried again."""
+    steep = CostCurve([1, 5, 9, 17, 33], [1.0, 1.6, 2.0, 2.6, 3.5], rows=2)
+    c = chooser(steep)
+    c.ar_steps = True
+    assert c.choose(1).window > 0  # the prior's scale: windows pay
+    for _ in range(5):  # windows that commit nothing past their first token
+        c.observe(Choice(16), committed=4 * 1.0, by_branches=0.0, forwards=4, glue_s=0.0)
+    assert c.choose(1).window == 0
+    for _ in range(30):
+        c.observe(Choice(0), committed=0.0, by_branches=0.0, forwards=4, glue_s=0.0)
+    assert c.choose(1).window > 0
