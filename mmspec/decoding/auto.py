@@ -155,10 +155,10 @@ def first_copy_axis(drafter) -> str | None:
 
 
 def candidate_drafters(layout, has_prompt: bool) -> tuple:
-    """With prompt tokens (text), n-gram lookup in the prompt and the history (prompt-lookup
-    decoding's strength, which hit counts of copies cannot rank); else copies along each of
-    the layout's axes that carry content, then random."""
-    if has_prompt:
+    """Text (one token a step and prompt tokens): n-gram lookup in the prompt and the
+    history (prompt-lookup decoding's strength, which hit counts of copies cannot rank);
+    else copies along each of the layout's axes that carry content, then random."""
+    if has_prompt and layout.axes == ("step",) and layout.tokens_per_step == 1:
         return (FirstOf((Lookup(), Random())),)
     copies = tuple(FirstOf((Copy(axis), Random())) for axis in COPY_AXES if axis in layout.axes)
     return copies + (Random(),)
