@@ -34,6 +34,7 @@ class StaticKVCache:
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.committed = torch.zeros(rows, slots, dtype=torch.bool, device=device)
+        self._row_ids = torch.arange(rows, device=device)[:, None]  # made once: update() runs every layer
 
     @property
     def rows(self) -> int:
@@ -51,7 +52,7 @@ class StaticKVCache:
         """Writes `k, v [R, H, n, D]` at `slots [R, n]` of the first R rows; returns the
         layer's whole `[R, H, S, D]` keys and values."""
         R = slots.shape[0]
-        rows = torch.arange(R, device=slots.device)[:, None]  # [R, 1]
+        rows = self._row_ids[:R]  # [R, 1]
         # advanced indices on dims 0 and 2 around a slice: the indexed view is [R, n, H, D]
         self.k[layer, rows, :, slots] = k.transpose(1, 2)
         self.v[layer, rows, :, slots] = v.transpose(1, 2)

@@ -143,8 +143,10 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x):
-        xf = x.float()
-        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
+        if x.dtype == torch.float32:  # the same math, the weight folded into the one call
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
+        # normalized in float32 and rounded back before the weight, as in the original
+        return F.rms_norm(x.float(), self.weight.shape, eps=self.eps).type_as(x) * self.weight
 
 
 def rope_2d(grid_size: int, head_dim: int, base: float, prefix_len: int) -> torch.Tensor:
@@ -164,11 +166,17 @@ def rope_2d(grid_size: int, head_dim: int, base: float, prefix_len: int) -> torc
 
 
 def apply_rope(x: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
-    """Rotates interleaved pairs of `x [B, n, H, D]` by `rope [B or 1, n, D/2, 2]`, in float32."""
-    xp = x.float().reshape(*x.shape[:-1], -1, 2)  # [B, n, H, D/2, 2]
-    cos, sin = rope[:, :, None, :, 0], rope[:, :, None, :, 1]
-    out = torch.stack([xp[..., 0] * cos - xp[..., 1] * sin, xp[..., 1] * cos + xp[..., 0] * sin], dim=-1)
-    return out.flatten(3).type_as(x)
+    """Rotates interleaved pairs of `x [B, n, H, D]` by the unit complex numbers `rope
+    [B or 1, n, 1, D/2]`, in float32: (x0 + i x1) (cos + i sin) is the original's
+    (x0 cos - x1 sin, x1 cos + x0 sin) in one kernel instead of eight."""
+    pairs = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)))
+    return torch.view_as_real(pairs * rope).flatten(3).type_as(x)
+
+
+def attention_bias(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The additive bias (0 where `mask`, -inf elsewhere) that scaled_dot_product_attention
+    would build from a bool mask at every layer; built once, it is shared by all of them."""
+    return torch.full(mask.shape, float("-inf"), dtype=dtype, device=mask.device).masked_fill_(mask, 0.0)
 
 
 class Attention(nn.Module):
@@ -180,16 +188,16 @@ class Attention(nn.Module):
 
     def forward(self, x, rope, mask, cache: StaticKVCache | None = None, layer: int = 0, slots=None):
         B, n, dim = x.shape
-        kv_dim = self.n_kv_head * self.head_dim
-        q, k, v = self.wqkv(x).split([dim, kv_dim, kv_dim], dim=-1)
-        q = apply_rope(q.view(B, n, self.n_head, self.head_dim), rope).transpose(1, 2)  # (B, H, n, D)
-        k = apply_rope(k.view(B, n, self.n_kv_head, self.head_dim), rope).transpose(1, 2)
-        v = v.view(B, n, self.n_kv_head, self.head_dim).transpose(1, 2)
+        H, H_kv = self.n_head, self.n_kv_head
+        qkv = self.wqkv(x).view(B, n, H + 2 * H_kv, self.head_dim)
+        # queries and keys are adjacent heads of wqkv's output: one rotation turns both
+        q, k = apply_rope(qkv[:, :, : H + H_kv], rope).transpose(1, 2).split([H, H_kv], dim=1)  # (B, H, n, D)
+        v = qkv[:, :, H + H_kv :].transpose(1, 2)
         if cache is not None:
             k, v = cache.update(layer, slots, k, v)  # (B, H_kv, S, D)
-        groups = self.n_head // self.n_kv_head
-        k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)
+        # grouped heads share their KV head without copies of the cache; asked only when grouped,
+        # since enable_gqa rules out some fused kernels on GPUs
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None, enable_gqa=H != H_kv)
         return self.wo(out.transpose(1, 2).reshape(B, n, dim))
 
 
@@ -263,11 +271,16 @@ class LlamaGenGPT(DeviceDtypeMixin, nn.Module):
         self.norm = RMSNorm(c.dim, c.norm_eps)
         self.output = nn.Linear(c.dim, c.vocab_size, bias=False)
         # a plain attribute, not a buffer: model.to(bfloat16) must not round it
-        self._rope = rope_2d(c.grid_size, c.head_dim, c.rope_base, c.cls_token_num)
+        self._rope = torch.view_as_complex(self.rope_pairs())
         self.apply(self._init_weights)
 
+    def rope_pairs(self) -> torch.Tensor:
+        """The (cos, sin) table `[P + T, head_dim // 2, 2]` of the rotary positions."""
+        c = self.config
+        return rope_2d(c.grid_size, c.head_dim, c.rope_base, c.cls_token_num)
+
     def rope_table(self, device) -> torch.Tensor:
-        """float32 `[P + T, head_dim // 2, 2]`."""
+        """complex64 `[P + T, head_dim // 2]`: `rope_pairs()` as unit complex numbers."""
         self._rope = self._rope.to(device)
         return self._rope
 
@@ -350,13 +363,13 @@ class LlamaGenGPT(DeviceDtypeMixin, nn.Module):
         P = c.cls_token_num
         h = torch.cat([prefix, self.tok_embeddings(tokens[:, :-1])], dim=1)
         n = h.shape[1]
-        rope = self.rope_table(h.device)[None, :n]
+        rope = self.rope_table(h.device)[None, :n, None]
         mask = None
         if condition_mask is not None:
             mask = torch.ones(n, n, dtype=torch.bool, device=h.device).tril()[None].repeat(h.shape[0], 1, 1)
             mask[:, :, :P] &= condition_mask.bool()[:, None, :]
             mask |= torch.eye(n, dtype=torch.bool, device=h.device)
-            mask = mask[:, None]
+            mask = attention_bias(mask[:, None], h.dtype)
         for layer in self.layers:
             h = layer(h, rope, mask)
         return self.output(self.norm(h)).float()[:, P - 1:]
@@ -411,8 +424,8 @@ class LlamaGenGPT(DeviceDtypeMixin, nn.Module):
         `acts_as` and `visible`: tree attention (see `StaticKVCache.attention_mask`)."""
         table = self.rope_table(h.device)
         at = slots if acts_as is None else acts_as
-        rope = table[at.clamp(max=table.shape[0] - 1)]  # scratch slots past the grid reuse the last row
-        mask = cache.attention_mask(slots, segments, key_valid, acts_as, visible)
+        rope = table[at.clamp(max=table.shape[0] - 1), None]  # scratch slots past the grid reuse the last row
+        mask = attention_bias(cache.attention_mask(slots, segments, key_valid, acts_as, visible), h.dtype)
         for i, layer in enumerate(self.layers):
             h = layer(h, rope, mask, cache, i, slots)
         return self.output(self.norm(h)).float()

@@ -81,10 +81,9 @@ class VideoLlamaGen(LlamaGenGPT):
     """LlamaGen over `frames` grids of tokens with 3-D rotary positions; a TokenModel whose
     layout has the axes (frame, row, col)."""
 
-    def __init__(self, config: VideoLlamaGenConfig):
-        super().__init__(config)
-        c = config
-        self._rope = rope_3d(c.frames, c.grid_size, c.head_dim, c.rope_base, c.cls_token_num)
+    def rope_pairs(self) -> torch.Tensor:
+        c = self.config
+        return rope_3d(c.frames, c.grid_size, c.head_dim, c.rope_base, c.cls_token_num)
 
     def layout(self, token_embeddings: torch.Tensor | None = None) -> TokenLayout:
         c = self.config

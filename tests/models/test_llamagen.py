@@ -165,6 +165,27 @@ def test_grouped_query_attention_cached_matches_full():
     torch.testing.assert_close(cached, full, atol=1e-5, rtol=0)
 
 
+def test_grouped_query_attention_is_heads_sharing_their_kv_head():
+    """A model with 2 KV heads for 4 query heads is the 4-KV-head model whose key and value
+    heads are copies, each KV head serving consecutive query heads (repeat_interleave)."""
+    torch.manual_seed(0)
+    fields = dict(dim=32, n_layer=2, n_head=4, vocab_size=16, block_size=4, num_classes=3)
+    grouped = LlamaGenGPT(LlamaGenConfig(**fields, n_kv_head=2)).eval()
+    full = LlamaGenGPT(LlamaGenConfig(**fields)).eval()
+    state = grouped.state_dict()
+    for i in range(2):
+        q, k, v = state[f"layers.{i}.attention.wqkv.weight"].split([32, 16, 16])
+        k, v = (w.view(2, 8, 32).repeat_interleave(2, dim=0).reshape(32, 32) for w in (k, v))
+        state[f"layers.{i}.attention.wqkv.weight"] = torch.cat([q, k, v])
+    full.load_state_dict(state)
+    tokens, labels = torch.randint(0, 16, (2, 4)), torch.tensor([0, 2])
+    sessions = [m.start(labels, guided=True) for m in (grouped, full)]
+    pos = torch.arange(3).expand(2, -1)
+    a, b = (s.forward(tokens[:, :3], pos) for s in sessions)
+    torch.testing.assert_close(a.cond, b.cond, atol=1e-6, rtol=0)
+    torch.testing.assert_close(a.uncond, b.uncond, atol=1e-6, rtol=0)
+
+
 # (name, layers, heads, dim, ffn hidden) of the original factory
 PRESETS = [
     ("GPT-B", 12, 12, 768, 2048),
