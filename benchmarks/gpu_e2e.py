@@ -232,18 +232,13 @@ def main(argv: list[str] | None = None) -> int:
             row.update({str(n): forward_ms(model, batch, n, args.device, args.repeats) for n in args.windows})
             result["forward"].append(row)
             print(json.dumps(row), flush=True)
-        for batch in args.batches:
-            if over():
-                break
-            row = dict(size=size, **loop_profile(model, batch, args.loop_window, args.loop_tokens, args.device))
-            result["loop"].append(row)
-            print(json.dumps(row), flush=True)
-        for batch in args.batches:
-            if over():
-                break
-            row = dict(size=size, **auto_row(model, batch, args.loop_window, args.loop_tokens, args.device))
-            result["auto"].append(row)
-            print(json.dumps(row), flush=True)
+        for part, measure in (("loop", loop_profile), ("auto", auto_row)):
+            for batch in args.batches:
+                if over():
+                    break
+                row = dict(size=size, **measure(model, batch, args.loop_window, args.loop_tokens, args.device))
+                result[part].append(row)
+                print(json.dumps(row), flush=True)
         del model
     if args.device == "cuda" and not over():
         result["verify"] = verify_rows(max(args.budget - (time.perf_counter() - start), 30.0))
