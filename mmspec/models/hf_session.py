@@ -10,6 +10,10 @@ own position id and its own visible slots:
 * the mask is `StaticKVCache.attention_mask` (committed slots before the query, same-call
   inputs of its segment not after it), made additive for the eager and SDPA kernels.
 
+Tree attention (`CallTree`, for exact branches) is the same two levers: an input standing
+for position t gets the position id of t and sees the committed slots before t and the
+inputs of the call its `visible` row names, wherever its keys are written.
+
 The cache holds, per row, the left-padded prompt in slots `[0, P)` and generated position
 t in slot `P + t`. Padded prompt slots are never committed. Position ids follow
 transformers' `cumsum(attention_mask) - 1`, so generated position t of a row with `m`
@@ -25,7 +29,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from mmspec.core.contracts import GuidedLogits
+from mmspec.core.contracts import CallTree, GuidedLogits
 from mmspec.models.kv_cache import CachedSession, StaticKVCache
 
 ATTENTION_KERNELS = ("eager", "sdpa")  # the kernels that take an arbitrary additive mask
@@ -88,9 +92,11 @@ def decoder_forward(
     slots: torch.Tensor,  # [R, n] long
     segments: torch.Tensor | None = None,  # [R, n] long
     key_valid: torch.Tensor | None = None,  # [R, n] bool
+    acts_as: torch.Tensor | None = None,  # [R, n] long: tree attention, the slot each input stands for
+    visible: torch.Tensor | None = None,  # [R, n, n] bool: tree attention, what it sees of the call
 ) -> torch.Tensor:
     """Final-norm hidden states `[R, n, hidden]` of `embeds` run at `slots` of `cache`."""
-    mask = additive_mask(cache.attention_mask(slots, segments, key_valid), embeds.dtype)  # [R, 1, n, S]
+    mask = additive_mask(cache.attention_mask(slots, segments, key_valid, acts_as, visible), embeds.dtype)  # [R, 1, n, S]
     rope = decoder.rotary_emb(embeds, position_ids)
     layers = decoder.layers[: decoder.config.num_hidden_layers]
     kv = {cache_kwarg(type(layers[0])): SlotCache(cache, slots)}
@@ -115,6 +121,8 @@ class DecoderSession(CachedSession):
         slots (`int`): generated positions the cache holds (layout length + scratch).
     """
 
+    supports_tree = True
+
     def __init__(self, decoder: nn.Module, embed: Callable, head: Callable, prompt_embeds: torch.Tensor,
                  prompt_mask: torch.Tensor, *, batch_size: int, guided: bool, slots: int):
         check_attention_kernel(decoder.config)
@@ -133,10 +141,16 @@ class DecoderSession(CachedSession):
         self._prefill = self.split(head(hidden[:, -1:]).float())
 
     @torch.no_grad()
-    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor | None = None) -> GuidedLogits:
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor | None = None,
+                tree: CallTree | None = None) -> GuidedLogits:
         self.check_inputs(tokens, positions)
         slots = self.slots(positions)
-        position_ids = self.first_position[:, None] + self.rows(positions)
         segs = None if segments is None else self.rows(segments)
-        hidden = decoder_forward(self.decoder, self.embed(self.rows(tokens)), position_ids, self.cache, slots, segs)
+        acts_as = visible = None
+        stands_for = positions
+        if tree is not None:  # a candidate written at a scratch slot runs as the position it stands for
+            acts_as, visible, stands_for = self.slots(tree.acts_as), self.rows(tree.visible), tree.acts_as
+        position_ids = self.first_position[:, None] + self.rows(stands_for)
+        hidden = decoder_forward(self.decoder, self.embed(self.rows(tokens)), position_ids, self.cache, slots, segs,
+                                 acts_as=acts_as, visible=visible)
         return self.split(self.head(hidden).float())

@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mmspec.core.contracts import GuidedLogits
+from mmspec.core.contracts import CallTree, GuidedLogits
 from mmspec.core.layout import TokenLayout
 from mmspec.models.hf_session import SlotCache, check_attention_kernel, additive_mask, allocate_cache, cache_kwarg
 from mmspec.models.kv_cache import CachedSession
@@ -91,7 +91,12 @@ class TransformersLM:
 
 
 class TransformersSession(CachedSession):
-    """One decoding call of a `TransformersLM` over `batch_size` left-padded prompts."""
+    """One decoding call of a `TransformersLM` over `batch_size` left-padded prompts.
+
+    Tree attention (`CallTree`) goes through the same two inputs: a candidate stands for
+    its position by its position id, and sees what its row of `visible` names."""
+
+    supports_tree = True
 
     def __init__(self, model: nn.Module, condition: dict, max_new_tokens: int, extra_positions: int):
         ids = condition.get("input_ids")
@@ -134,9 +139,11 @@ class TransformersSession(CachedSession):
         positions = (mask.long().cumsum(1) - 1).clamp(min=0)  # padding's ids are never seen
         return positions.expand(3, -1, -1) if self.mrope else positions
 
-    def run(self, inputs: dict, position_ids: torch.Tensor, slots: torch.Tensor, segments=None, key_valid=None) -> torch.Tensor:
-        """float logits `[B, n, V]` of the model's forward on `inputs` written at `slots`."""
-        visible = self.cache.attention_mask(slots, segments, key_valid)
+    def run(self, inputs: dict, position_ids: torch.Tensor, slots: torch.Tensor, segments=None, key_valid=None,
+            acts_as=None, in_call=None) -> torch.Tensor:
+        """float logits `[B, n, V]` of the model's forward on `inputs` written at `slots`
+        (`acts_as`, `in_call`: tree attention, see `StaticKVCache.attention_mask`)."""
+        visible = self.cache.attention_mask(slots, segments, key_valid, acts_as, in_call)
         out = self.model(
             **inputs,
             attention_mask=additive_mask(visible, self.model.dtype),
@@ -147,14 +154,17 @@ class TransformersSession(CachedSession):
         return out.logits.float()
 
     @torch.no_grad()
-    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor | None = None) -> GuidedLogits:
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor | None = None,
+                tree: CallTree | None = None) -> GuidedLogits:
         self.check_inputs(tokens, positions)
-        position_ids = self.first_position[:, None] + positions
+        stands_for = positions if tree is None else tree.acts_as
+        position_ids = self.first_position[:, None] + stands_for
         if self.max_position_id is not None:
             position_ids = position_ids.clamp(max=self.max_position_id)
         if self.mrope:
             position_ids = position_ids.expand(3, -1, -1)
-        return GuidedLogits(self.run(dict(input_ids=tokens), position_ids, self.slots(positions), segments))
+        tree_args = {} if tree is None else dict(acts_as=self.slots(tree.acts_as), in_call=tree.visible)
+        return GuidedLogits(self.run(dict(input_ids=tokens), position_ids, self.slots(positions), segments, **tree_args))
 
 
 def check_context(config, length: int) -> None:
