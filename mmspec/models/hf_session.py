@@ -103,6 +103,7 @@ def decoder_forward(
     h = embeds
     for layer in layers:
         h = layer(h, attention_mask=mask, position_ids=position_ids, position_embeddings=rope, **kv)
+        h = h[0] if isinstance(h, tuple) else h  # Chameleon's layers return (hidden_states,)
     return decoder.norm(h)
 
 
