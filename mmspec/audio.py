@@ -9,7 +9,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import time
 import wave
 from collections.abc import Callable
@@ -18,7 +17,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mmspec.batch import Item, atomic_write, check_writable, item_seed, start_run
+from mmspec.batch import Item, start_run
+from mmspec.runs.paths import atomic_write, check_writable
+
+AUDIO = "audio/{id}.wav"
 
 
 def check_wav_path(path: str | Path, overwrite: bool = True) -> Path:
@@ -72,34 +74,31 @@ def run_audio_batch(
     seed: int = 0,
     call_kwargs: dict | None = None,
     pipeline: str | None = None,
+    restart: bool = False,
     on_item: Callable[[Item, bool], None] | None = None,
 ) -> list[Item]:
     """Says each item's word into `out_dir/audio/{id}.wav` with a record
     `out_dir/records/{id}.json`; items already recorded are skipped, so a rerun resumes.
-    A folder holding a run with other settings, or an id recorded for another word, is
-    refused before any work. Returns the items generated (not skipped)."""
+    The run keeps `mmspec.runs.runner`'s contract: a folder holding a run with other
+    settings, or an id recorded for another word, is refused before any work; `restart`
+    deletes the earlier run's results first. Returns the items generated (not skipped)."""
     out_dir = Path(out_dir)
     for item in items:
         pipe.condition.word_ids([item.prompt.strip().lower()])  # an unknown word fails before any work
-    decoding, call_kwargs = start_run(pipe, items, out_dir, decoding, seed, call_kwargs, pipeline)
-    audio_dir, records = out_dir / "audio", out_dir / "records"
-    audio_dir.mkdir(exist_ok=True)
-    records.mkdir(exist_ok=True)
+    run, decoding, call_kwargs = start_run(pipe, items, out_dir, decoding, seed, call_kwargs, pipeline, (AUDIO,), restart)
+    tasks = {task.id: task for task in run.todo()}
     done = []
     for item in items:
-        record_path, wav_path = records / f"{item.id}.json", audio_dir / f"{item.id}.wav"
-        if record_path.exists() and wav_path.exists():
+        task = tasks.get(item.id)
+        if task is None:
             if on_item:
                 on_item(item, True)
             continue
-        s = item_seed(seed, item.id)
         start = time.perf_counter()
-        out = pipe(item.prompt, decoding=decoding, generator=torch.Generator().manual_seed(s), **call_kwargs)
-        write_wav(wav_path, out.audios[0], out.sample_rate)
-        record = {"id": item.id, "prompt": item.prompt, "class_label": None, "seed": s, "decoding": decoding.describe(),
-                  "file": str(wav_path.relative_to(out_dir)), "stats": out.stats[0].to_dict(),
-                  "seconds": time.perf_counter() - start}
-        atomic_write(record_path, lambda p: p.write_text(json.dumps(record) + "\n"))
+        out = pipe(item.prompt, decoding=decoding, generator=torch.Generator().manual_seed(task.seed), **call_kwargs)
+        wav_path = write_wav(run.path(task, AUDIO), out.audios[0], out.sample_rate)
+        run.write_record(task, {"decoding": decoding.describe(), "file": str(wav_path.relative_to(out_dir)),
+                                "stats": out.stats[0].to_dict(), "seconds": time.perf_counter() - start})
         done.append(item)
         if on_item:
             on_item(item, False)
@@ -114,6 +113,8 @@ def speak_command(args) -> None:
 
     if bool(args.words) == bool(args.prompts):
         raise ValueError("give words to say (mmspec speak seven three --out ...) or --prompts FILE, not both or neither")
+    if args.restart and not args.prompts:
+        raise ValueError("--restart clears a batch folder: give it with --prompts and --out-dir")
     if args.words:
         check_wav_path(args.out, args.overwrite)
     else:
@@ -126,9 +127,11 @@ def speak_command(args) -> None:
     config = pipe.check_decoding(config, pipe.steps_for(args.duration))
     if args.prompts:
         items = read_items(args.prompts, None)
-        run_audio_batch(pipe, items, args.out_dir, decoding=config, seed=args.seed, call_kwargs=sampling,
-                        pipeline=str(Path(args.pipeline).resolve()))
-        print(f"wrote {len(items)} clips; manifest: {write_manifest(args.out_dir, items)}")
+        if args.duration is not None:
+            sampling["duration_s"] = args.duration
+        done = run_audio_batch(pipe, items, args.out_dir, decoding=config, seed=args.seed, call_kwargs=sampling,
+                               pipeline=str(Path(args.pipeline).resolve()), restart=args.restart)
+        print(f"wrote {len(done)} clips ({len(items) - len(done)} already done); manifest: {write_manifest(args.out_dir, items)}")
         return
     out = pipe(list(args.words), decoding=config, duration_s=args.duration, generator=torch.Generator().manual_seed(args.seed),
                **sampling)

@@ -1,10 +1,11 @@
 """Resumable batch generation: one image per item, a JSONL manifest, any number of processes.
 
 Each item gets its own seed derived from the base seed and its id, so its image does not
-depend on how the work is sharded. Every result is written to a temporary name and
-renamed (an interrupted run leaves only whole files); an item whose record exists is
-skipped on a rerun. The output folder records the run's settings (`settings.json`): a rerun
-with other settings is refused instead of mixing its results with the earlier ones. Under
+depend on how the work is sharded. The run keeps the contract of `mmspec.runs.runner`:
+its settings and items are recorded in `run.json` before any work, and a rerun with other
+settings, or that gives an id another prompt or class, is refused instead of mixing its
+results with the earlier ones; every file is written to a temporary name and renamed; an
+item whose record exists is skipped on a rerun, and a torn record is redone. Under
 `accelerate launch`, process k of n takes items k, k+n, ...; the main process merges the
 per-item records into `manifest.jsonl` when all are done.
 """
@@ -14,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import re
 import time
 from collections.abc import Callable
@@ -24,11 +24,13 @@ from pathlib import Path
 import torch
 
 from mmspec.decoding.config import DecodingConfig
+from mmspec.runs.paths import FILE_NAME, atomic_write, check_writable, file_name  # noqa: F401 (atomic_write, check_writable: re-exported)
+from mmspec.runs.runner import Run, RunItem, clear_run
 
 # an item id names its files (`images/{id}.png`, `records/{id}.json`): a plain file name,
 # never a path, never hidden (temporary files are `.{id}.png.{pid}.tmp`), never a glob
-ITEM_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
-SETTINGS_FILE = "settings.json"
+ITEM_ID = FILE_NAME
+IMAGE = "images/{id}.png"
 # seeds are 63-bit: a torch.Generator takes up to 2**64 - 1, which leaves room for the
 # `seed + i` of one seed per row or batch
 MAX_SEED = 2**63 - 1
@@ -43,9 +45,7 @@ class Item:
     class_label: int | None = None
 
     def __post_init__(self):
-        if not isinstance(self.id, str) or not ITEM_ID.fullmatch(self.id):
-            raise ValueError(f"item id {self.id!r} is not a plain file name: use 1 to 128 letters, digits, '-', '_' "
-                             "or '.', not starting with '.'")
+        file_name(self.id, "item id")
 
     @property
     def condition(self) -> dict:
@@ -123,31 +123,6 @@ def read_items(path: str | Path, num_classes: int | None) -> list[Item]:
     return items
 
 
-def check_writable(out_dir: Path) -> None:
-    """Proves that `out_dir` can be created (if missing) and written, creating nothing: a
-    file is written and deleted in its nearest existing ancestor."""
-    existing = next(p for p in (out_dir, *out_dir.absolute().parents) if p.exists())
-    if not existing.is_dir():
-        raise ValueError(f"output directory {str(out_dir)!r} is not writable: {existing} is a file")
-    try:
-        probe = existing / f".write-test-{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as err:
-        raise ValueError(f"output directory {str(out_dir)!r} is not writable: {err.strerror}") from None
-
-
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """`write(tmp)` then renames tmp to `path`: readers see the old file or the whole new
-    one. The temporary file never outlives a failure."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def run_settings(pipe, decoding: DecodingConfig, seed: int, call_kwargs: dict, pipeline: str | None) -> dict:
     """What decides a batch's images besides the items: the pipeline, the decoding with
     every parameter, the sampling with the pipeline's defaults filled in, and the seed; as
@@ -162,68 +137,28 @@ def run_settings(pipe, decoding: DecodingConfig, seed: int, call_kwargs: dict, p
     return json.loads(json.dumps(settings, default=repr))
 
 
-def check_settings(out_dir: Path, settings: dict) -> None:
-    """Refuses an output folder that holds the results of a run with other settings, or of
-    a run that recorded none."""
-    path = out_dir / SETTINGS_FILE
-    if not path.exists():
-        if any((out_dir / "records").glob("*.json")):
-            raise ValueError(f"{out_dir} holds results without a record of their settings; choose a new output folder, "
-                             "or restart it (--restart deletes its results)")
-        return
-    try:
-        recorded = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f"cannot read {path}: {err}") from None
-    changed = [key for key in settings if recorded.get(key) != settings[key]]
-    if changed:
-        raise ValueError(f"{out_dir} holds a run with other {' and '.join(changed)} settings; choose a new output folder "
-                         "to keep both, or restart it (--restart deletes its results)")
-
-
-def condition_name(prompt: str | None, class_label: int | None) -> str:
-    return repr(prompt) if prompt is not None else f"class {class_label}"
-
-
-def check_items_match_records(out_dir: Path, items: list[Item]) -> None:
-    """Refuses items whose id already has a record for another condition (the same id with
-    another prompt or class would be skipped as done, and its old image kept)."""
-    for item in items:
-        path = out_dir / "records" / f"{item.id}.json"
-        if not path.exists():
-            continue
-        record = json.loads(path.read_text())
-        if (record["prompt"], record["class_label"]) != (item.prompt, item.class_label):
-            raise ValueError(f"item {item.id} of {out_dir} was generated for {condition_name(record['prompt'], record['class_label'])}, "
-                             f"not for {condition_name(item.prompt, item.class_label)}; choose a new output folder, "
-                             "or restart it (--restart deletes its results)")
+def run_item(item: Item, seed: int) -> RunItem:
+    """The item as a run item: its prompt or class is its input, its seed derives from the
+    run's seed and its id."""
+    return RunItem(item.id, {"prompt": item.prompt, "class_label": item.class_label}, item_seed(seed, item.id))
 
 
 def clear_results(out_dir: str | Path) -> None:
     """Deletes what a batch wrote into `out_dir` (images named by records, records, the
-    manifest, the settings), so that the next run starts over. Nothing else is touched."""
-    out_dir = Path(out_dir)
-    for record in (out_dir / "records").glob("*.json"):
-        (out_dir / "images" / f"{record.stem}.png").unlink(missing_ok=True)
-        record.unlink()
-    for name in ("manifest.jsonl", SETTINGS_FILE):
-        (out_dir / name).unlink(missing_ok=True)
+    manifest, the run's record), so that the next run starts over. Nothing else is touched."""
+    clear_run(out_dir, (IMAGE,))
 
 
 def start_run(pipe, items: list[Item], out_dir: Path, decoding, seed: int, call_kwargs: dict | None,
-              pipeline: str | None) -> tuple:
+              pipeline: str | None, outputs: tuple[str, ...] = (IMAGE,), restart: bool = False) -> tuple:
     """Checks a run before any work (the decoding, a writable folder holding no other run,
-    no item id recorded for another condition), then records its settings in `out_dir`.
-    Returns the checked decoding and a copy of `call_kwargs`."""
+    no item id recorded for another condition), then records it in `out_dir`. Returns the
+    started `Run`, the checked decoding and a copy of `call_kwargs`."""
     decoding = pipe.check_decoding(decoding)
     call_kwargs = dict(call_kwargs or {})
     settings = run_settings(pipe, decoding, seed, call_kwargs, pipeline)
-    check_writable(out_dir)
-    check_settings(out_dir, settings)
-    check_items_match_records(out_dir, items)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write(out_dir / SETTINGS_FILE, lambda p: p.write_text(json.dumps(settings, indent=2) + "\n"))
-    return decoding, call_kwargs
+    run = Run(out_dir, settings, [run_item(item, seed) for item in items], outputs).start(restart)
+    return run, decoding, call_kwargs
 
 
 def run_batch(
@@ -242,42 +177,30 @@ def run_batch(
     """Generates this process's share of `items` into `out_dir/images/{id}.png` with a
     record `out_dir/records/{id}.json`; returns the items it generated (not skipped).
 
-    The run's settings (`pipeline`, which names the pipeline, decoding, sampling `call_kwargs`
-    and seed) are recorded in `out_dir/settings.json`; a folder holding another run's results,
-    or an item id recorded for another condition, is refused before any work
-    (`clear_results` starts it over). `on_item(item, skipped)`
+    The run (`pipeline`, which names the pipeline, the decoding, the sampling `call_kwargs`,
+    the seed, and every item's prompt or class) is recorded in `out_dir/run.json`; a folder
+    holding a run with other settings, or an item id recorded for another condition, is
+    refused before any work (`clear_results` starts it over). `on_item(item, skipped)`
     reports progress.
     """
     out_dir = Path(out_dir)
-    decoding, call_kwargs = start_run(pipe, items, out_dir, decoding, seed, call_kwargs, pipeline)
-    images, records = out_dir / "images", out_dir / "records"
-    images.mkdir(exist_ok=True)
-    records.mkdir(exist_ok=True)
+    run, decoding, call_kwargs = start_run(pipe, items, out_dir, decoding, seed, call_kwargs, pipeline)
+    mine = [run_item(item, seed) for item in items[rank::world_size]]
+    todo = {item.id for item in run.todo(mine)}
+    by_id = {item.id: item for item in items}
     done = []
-    for item in items[rank::world_size]:
-        record_path = records / f"{item.id}.json"
-        if record_path.exists() and (images / f"{item.id}.png").exists():
+    for task in mine:
+        item = by_id[task.id]
+        if task.id not in todo:
             if on_item:
                 on_item(item, True)
             continue
-        for stale in (*images.glob(f".{item.id}.png.*.tmp"), *records.glob(f".{item.id}.json.*.tmp")):
-            stale.unlink()  # left by a run killed while writing this item
-        s = item_seed(seed, item.id)
         start = time.perf_counter()
-        out = pipe(**item.condition, decoding=decoding, generator=torch.Generator().manual_seed(s), **call_kwargs)
-        image_path = images / f"{item.id}.png"
+        out = pipe(**item.condition, decoding=decoding, generator=torch.Generator().manual_seed(task.seed), **call_kwargs)
+        image_path = run.path(task, IMAGE)
         atomic_write(image_path, lambda p: out.images[0].save(p, format="PNG"))
-        record = {
-            "id": item.id,
-            "prompt": item.prompt,
-            "class_label": item.class_label,
-            "seed": s,
-            "decoding": decoding.describe(),
-            "file": str(image_path.relative_to(out_dir)),
-            "stats": out.stats[0].to_dict(),
-            "seconds": time.perf_counter() - start,
-        }
-        atomic_write(record_path, lambda p: p.write_text(json.dumps(record) + "\n"))
+        run.write_record(task, {"decoding": decoding.describe(), "file": str(image_path.relative_to(out_dir)),
+                                "stats": out.stats[0].to_dict(), "seconds": time.perf_counter() - start})
         done.append(item)
         if on_item:
             on_item(item, False)

@@ -1,16 +1,15 @@
 """`mmspec caption`: captions of image files, printed, or written as a resumable batch.
 
-A batch (`--out DIR`) writes one record per image, `records/{id}.json` (the image's file
-stem is its id), each through a temporary file and a rename, and skips images whose
-record exists, so an interrupted run continues where it stopped. The run's settings are
-recorded in `settings.json`; a folder holding a run with other settings is refused
-(`--restart` clears it). When every image is done the records are merged into
-`manifest.jsonl`.
+A batch (`--out DIR`) is a run of `mmspec.runs.runner`: one record per image,
+`records/{id}.json` (the image's file stem is its id), each through a temporary file and a
+rename; images whose record exists are skipped, so an interrupted run continues where it
+stopped. The run's settings and every image's SHA-256 are recorded in `run.json`; a
+folder holding a run with other settings, or an image of the same name with other
+content, is refused (`--restart` clears it). The records are merged into `manifest.jsonl`.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,16 +18,9 @@ from pathlib import Path
 import torch
 from PIL import Image, UnidentifiedImageError
 
-from mmspec.batch import (
-    ITEM_ID,
-    SETTINGS_FILE,
-    atomic_write,
-    check_settings,
-    check_writable,
-    clear_results,
-    item_seed,
-    write_manifest,
-)
+from mmspec.batch import item_seed
+from mmspec.runs.paths import FILE_NAME, check_writable
+from mmspec.runs.runner import Run, RunItem, sha256_of
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif")
 
@@ -58,7 +50,7 @@ def image_items(paths: list[str | Path]) -> list[ImageItem]:
             raise ValueError(f"image {str(given)!r} does not exist")
     items, seen = [], {}
     for path in files:
-        if not ITEM_ID.fullmatch(path.stem):
+        if not FILE_NAME.fullmatch(path.stem):
             raise ValueError(f"image {str(path)!r}: its name {path.stem!r} is not a plain file name (letters, digits, '-', '_', '.')")
         if path.stem in seen:
             raise ValueError(f"images {str(seen[path.stem])!r} and {str(path)!r} share the name {path.stem!r}; each needs its own")
@@ -114,42 +106,35 @@ def run_caption_batch(
     Args:
         pipe (`CaptioningPipeline`): the captioner.
         items (`list[ImageItem]`): the images (`image_items`).
-        out_dir: `records/{id}.json`, `settings.json`, `manifest.jsonl` go here.
+        out_dir: `records/{id}.json`, `run.json`, `manifest.jsonl` go here.
         batch_size (`int`): images per pipeline call.
-        seed (`int`): seeds each call's generator (with the call's first id).
+        seed (`int`): seeds each call's generator (with the call's first id); every
+            record names it.
         call_kwargs (`dict`): pipeline keywords (`prompt`, `decoding`, `max_new_tokens`,
             `do_sample`, `temperature`, `top_k`, `top_p`); recorded as the run's settings.
         pipeline (`str`): names the pipeline in the settings.
         restart (`bool`): delete an earlier run's results in `out_dir` first.
         on_item: called `(item, skipped)` once per item.
     """
-    out_dir = Path(out_dir)
     call_kwargs = dict(call_kwargs or {})
-    settings = json.loads(json.dumps({"pipeline": pipeline or type(pipe).__name__, "call": call_kwargs, "seed": seed,
-                                      "batch_size": batch_size}))
-    check_writable(out_dir)
-    if restart:
-        clear_results(out_dir)
-    check_settings(out_dir, settings)
-    records = out_dir / "records"
-    records.mkdir(parents=True, exist_ok=True)
-    atomic_write(out_dir / SETTINGS_FILE, lambda p: p.write_text(json.dumps(settings, indent=2) + "\n"))
+    settings = {"pipeline": pipeline or type(pipe).__name__, "call": call_kwargs, "seed": seed, "batch_size": batch_size}
+    # an image is its content: the same file name over another image is another input
+    run = Run(out_dir, settings, [RunItem(item.id, {"image_sha256": sha256_of(item.path)}, seed) for item in items]).start(restart)
+    tasks = {task.id: task for task in run.todo()}
     todo = []
     for item in items:
-        if (records / f"{item.id}.json").exists():
-            if on_item:
-                on_item(item, True)
-        else:
+        if item.id in tasks:
             todo.append(item)
+        elif on_item:
+            on_item(item, True)
     for chunk, out, seconds in caption_items(pipe, todo, batch_size, seed, call_kwargs):
         forwards = int(out.stats.forward_passes)
         for i, item in enumerate(chunk):
-            record = {"id": item.id, "image": str(item.path), "caption": out.text[i], "forward_passes": forwards,
-                      "batch": len(chunk), "seconds": seconds}
-            atomic_write(records / f"{item.id}.json", lambda p: p.write_text(json.dumps(record) + "\n"))
+            run.write_record(tasks[item.id], {"image": str(item.path), "caption": out.text[i], "forward_passes": forwards,
+                                              "batch": len(chunk), "seconds": seconds})
             if on_item:
                 on_item(item, False)
-    return write_manifest(out_dir, items)
+    return run.write_manifest()
 
 
 def call_kwargs_from(args) -> dict:

@@ -371,7 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_decoding(t)
     t.add_argument("--prompts", required=True, help="text file (one prompt or class label per line) or .jsonl (objects with prompt or an integer "
                         "class_label, and an optional id: a plain file name)")
-    t.add_argument("--out", required=True, help="output directory: images/, records/, settings.json, manifest.jsonl")
+    t.add_argument("--out", required=True, help="output directory: images/, records/, run.json, manifest.jsonl")
     t.add_argument("--restart", action="store_true",
                    help="delete the results of an earlier run in --out (needed when its settings differ) and start over")
     t.set_defaults(run=cmd_batch)
@@ -391,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--top-p", type=float, help="nucleus filter in (0, 1] (with --sample)")
     c.add_argument("--seed", type=seed_number, default=0, help="random seed, 0 to 2**63 - 1 (default 0)")
     c.add_argument("--batch-size", type=positive_int, default=8, help="images per forward batch (default 8)")
-    c.add_argument("--out", help="output directory for a resumable batch: records/, settings.json, manifest.jsonl")
+    c.add_argument("--out", help="output directory for a resumable batch: records/, run.json, manifest.jsonl")
     c.add_argument("--restart", action="store_true", help="with --out: delete an earlier run's results there and start over")
     c.set_defaults(run=cmd_caption)
 
@@ -410,7 +410,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default="outputs/speech.wav", help="output WAV for words (default outputs/speech.wav)")
     s.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     s.add_argument("--prompts", help="batch: a text file of words, one per line (or .jsonl with prompt and id)")
-    s.add_argument("--out-dir", default="outputs/speech-batch", help="batch output: audio/, records/, manifest.jsonl")
+    s.add_argument("--out-dir", default="outputs/speech-batch", help="batch output: audio/, records/, run.json, manifest.jsonl")
+    s.add_argument("--restart", action="store_true", help="with --prompts: delete an earlier run's results in --out-dir and start over")
     s.set_defaults(run=cmd_speak)
 
     from mmspec.video_cli import add_video_arguments

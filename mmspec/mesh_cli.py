@@ -4,21 +4,32 @@
     mmspec mesh --items jobs.txt --out-dir outputs/mesh_batch     # a batch; rerun to resume
 
 Mesh i of the run (classes in order, `--per-class` each, or the lines of `--items`) is
-decoded alone with seed `--seed + i`, so it does not depend on the rest of the run. Each
-mesh writes `<id>.<format>` for every `--format`, `<id>.png` (a preview) and a line of
-`records.jsonl` (class, seed, forwards, seconds, faces, validity, any malformed-sequence
-warning); a rerun skips the ids already recorded. `grid.png` shows every mesh of the run.
+decoded alone with seed `--seed + i`, so it does not depend on the rest of the run. Every
+invocation is a run of `mmspec.runs.runner`: each mesh writes `meshes/<id>.<format>` for
+every `--format`, `meshes/<id>.png` (a preview) and `records/<id>.json` (class, seed,
+forwards, seconds, faces, validity, any malformed-sequence warning); `run.json` records the
+settings and every mesh's class and seed, so a rerun skips the meshes already done and
+refuses other settings or classes until `--restart`. `grid.png` shows every mesh of the
+run, one labelled row per class, and `manifest.jsonl` holds every record.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
 
 import torch
 
+from mmspec.runs.paths import atomic_write, check_writable, class_file_name, file_name
+
 FORMATS = ("glb", "obj", "ply")
+PREVIEW = "meshes/{id}.png"
+GRID = "grid.png"
+GRID_COLUMNS = 16  # previews a row of the grid at most; a class with more takes several rows
+# the layout of results before runs were recorded: `records.jsonl` and `<id>.<format>` at the top
+EARLIER_RECORDS = "records.jsonl"
 
 
 def add_parser(sub, add_pipeline, positive_int, seed_number) -> None:
@@ -39,6 +50,7 @@ def add_parser(sub, add_pipeline, positive_int, seed_number) -> None:
     m.add_argument("--seed", type=seed_number, default=0, help="seed of the first mesh; mesh i uses seed + i (default 0)")
     m.add_argument("--format", nargs="+", choices=FORMATS, default=["glb"], help="mesh file formats (default glb)")
     m.add_argument("--out-dir", default="outputs/meshes", help="output directory (default outputs/meshes)")
+    m.add_argument("--restart", action="store_true", help="delete an earlier run's results in --out-dir and start over")
 
 
 def read_items(path: str, class_names: list[str]) -> list[tuple[str, str]]:
@@ -61,7 +73,7 @@ def read_items(path: str, class_names: list[str]) -> list[tuple[str, str]]:
             cls, item_id = str(record["class"]), str(record.get("id", f"{len(items):05d}"))
         else:
             cls, item_id = line.strip(), f"{len(items):05d}"
-        items.append((item_id, class_name(cls, class_names)))
+        items.append((file_name(item_id, f"{path} line {n}: item id"), class_name(cls, class_names)))
     if not items:
         raise ValueError(f"--items {path} holds no items")
     if len({i for i, _ in items}) != len(items):
@@ -78,10 +90,12 @@ def class_name(value: str, class_names: list[str]) -> str:
 
 
 def run(args) -> None:
-    from mmspec.batch import atomic_write, check_writable
-    from mmspec.mesh_io import is_valid, preview_grid, render_preview, save_mesh
+    """The verb: flags and output checked first, then the model, then the run (every file
+    name, the bounds, the folder's earlier run), then one mesh at a time."""
+    from mmspec.mesh_io import is_valid, render_preview, save_mesh
     from mmspec.pipelines.mesh import MeshPipeline, mesh_decoding
     from mmspec.pipelines.pipeline_utils import sampling_config
+    from mmspec.runs.runner import Run, RunItem
 
     sampling = {k: v for k, v in dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p).items() if v is not None}
     sampling_config({}, **sampling)
@@ -94,41 +108,89 @@ def run(args) -> None:
     pipe.set_progress_bar_config(disable=True)
     if pipe.class_names is None:
         raise ValueError("mmspec mesh runs class-conditional mesh models; this one is unconditional")
+    faces = args.max_faces or pipe.max_faces
     if args.items:
         if args.classes:
             raise ValueError("give --classes or --items, not both")
         items = read_items(args.items, pipe.class_names)
     else:
+        limit = pipe.max_meshes_for(faces)
+        if args.per_class > limit:
+            raise ValueError(f"--per-class {args.per_class} is more than the {limit} meshes one call of this model may decode "
+                             f"at {faces} faces (what its key-value cache budget holds); use --items for large runs")
         classes = [class_name(c, pipe.class_names) for c in (args.classes or pipe.class_names)]
-        items = [(f"{c}_{k}", c) for c in classes for k in range(args.per_class)]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    records_path = out_dir / "records.jsonl"
-    done = {}
-    if records_path.exists():
-        done = {r["id"]: r for r in map(json.loads, records_path.read_text().splitlines())}
-    meshes = []
-    for i, (item_id, cls) in enumerate(items):
-        if item_id in done:
-            print(f"{item_id}: recorded by an earlier run, skipped")
+        # class names come from the saved pipeline: they name files only once checked
+        items = [(f"{class_file_name(c)}_{k}", c) for c in classes for k in range(args.per_class)]
+    formats = list(dict.fromkeys(args.format))
+    mesh_files = tuple(f"meshes/{{id}}.{fmt}" for fmt in formats)
+    settings = {"pipeline": str(Path(args.pipeline).resolve()), "decoding": {"name": config.name, **dataclasses.asdict(config)},
+                "sampling": {**pipe.default_sampling, **sampling}, "max_faces": faces, "formats": formats, "seed": args.seed}
+    tasks = [RunItem(item_id, {"class": cls}, args.seed + i) for i, (item_id, cls) in enumerate(items)]
+    if args.restart:
+        clear_earlier_layout(out_dir)
+    run = Run(out_dir, settings, tasks, outputs=(*mesh_files, PREVIEW), extras=(GRID,),
+              earlier_layout=(EARLIER_RECORDS,)).start(args.restart)
+    todo = {task.id for task in run.todo()}
+    written = 0
+    for task in tasks:
+        if task.id not in todo:
+            print(f"{task.id}: recorded by an earlier run, skipped")
             continue
         started = time.perf_counter()
-        out = pipe(class_labels=cls, decoding=config, max_faces=args.max_faces,
-                   generator=torch.Generator().manual_seed(args.seed + i), **sampling)
+        out = pipe(class_labels=task.inputs["class"], decoding=config, max_faces=faces,
+                   generator=torch.Generator().manual_seed(task.seed), **sampling)
         seconds = time.perf_counter() - started
         mesh = out.meshes[0]
-        for fmt in args.format:
-            save_mesh(mesh, out_dir / f"{item_id}.{fmt}")
+        for pattern in mesh_files:
+            save_mesh(mesh, run.path(task, pattern))
         render = render_preview(mesh)
-        atomic_write(out_dir / f"{item_id}.png", lambda tmp: render.save(tmp, format="PNG"))
-        record = {"id": item_id, "class": cls, "seed": args.seed + i, "decoding": config.describe(),
-                  "forwards": out.stats[0].forward_passes, "seconds": round(seconds, 3), "faces": len(mesh.faces),
-                  "valid": is_valid(mesh), "problem": out.problems[0]}
-        with records_path.open("a") as f:
-            f.write(json.dumps(record) + "\n")
-        meshes.append((cls, mesh))
-        print(f"{item_id}: {len(mesh.faces)} faces, {'valid' if record['valid'] else 'not watertight'}, "
+        atomic_write(run.path(task, PREVIEW), lambda tmp: render.save(tmp, format="PNG"))
+        record = run.write_record(task, {"decoding": config.describe(), "forwards": out.stats[0].forward_passes,
+                                         "seconds": round(seconds, 3), "faces": len(mesh.faces), "valid": is_valid(mesh),
+                                         "problem": out.problems[0]})
+        written += 1
+        print(f"{task.id}: {len(mesh.faces)} faces, {'valid' if record['valid'] else 'not watertight'}, "
               f"{record['forwards']} forwards, {seconds:.2f} s" + (f" ({record['problem']})" if record["problem"] else ""), flush=True)
-    if meshes:
-        grid = preview_grid([[m for _, m in meshes]], size=128)
-        atomic_write(out_dir / "grid.png", lambda tmp: grid.save(tmp, format="PNG"))
-    print(f"wrote {len(meshes)} mesh(es) to {out_dir} ({', '.join(args.format)} + png; records.jsonl)")
+    write_grid(run)
+    run.write_manifest()
+    print(f"wrote {written} mesh(es) to {out_dir} ({', '.join(formats)} + png in meshes/; records/, {GRID}, manifest.jsonl)")
+
+
+def write_grid(run) -> None:
+    """`grid.png`: the preview of every finished mesh of the run (not only this
+    invocation's), one labelled row per class in the run's order, `GRID_COLUMNS` at most a row."""
+    from PIL import Image
+
+    from mmspec.images import image_grid, label_rows
+
+    by_class: dict[str, list] = {}
+    for item, _ in run.finished():
+        with Image.open(run.path(item, PREVIEW)) as preview:
+            by_class.setdefault(item.inputs["class"], []).append(preview.convert("RGB").resize((128, 128), Image.LANCZOS))
+    if not by_class:
+        return
+    rows = [(name, tiles[i : i + GRID_COLUMNS]) for name, tiles in by_class.items() for i in range(0, len(tiles), GRID_COLUMNS)]
+    cols = max(len(tiles) for _, tiles in rows)
+    blank = Image.new("RGB", (128, 128), "white")
+    grid = image_grid([tiles[i] if i < len(tiles) else blank for _, tiles in rows for i in range(cols)], cols)
+    grid = label_rows(grid, [name for name, _ in rows])
+    atomic_write(run.out_dir / GRID, lambda tmp: grid.save(tmp, format="PNG"))
+
+
+def clear_earlier_layout(out_dir: Path) -> None:
+    """Deletes the results of the layout before runs were recorded: `records.jsonl` (a torn
+    last line, left by a killed append, is skipped), the files its ids name at the top of
+    `out_dir`, and the grid."""
+    path = out_dir / EARLIER_RECORDS
+    if not path.exists():
+        return
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            item_id = json.loads(line).get("id")
+            file_name(item_id, "item id")
+        except (json.JSONDecodeError, AttributeError, ValueError):
+            continue  # a torn line, or an id that names no file of ours
+        for suffix in (*FORMATS, "png"):
+            (out_dir / f"{item_id}.{suffix}").unlink(missing_ok=True)
+    path.unlink()
+    (out_dir / GRID).unlink(missing_ok=True)

@@ -5,25 +5,35 @@ Two modes, one verb:
     mmspec video --classes "circle right" 3 --per-class 2 --out outputs/videos      # GIF (or --format mp4) per video
     mmspec video --batch labels.txt --out outputs/video_batch                        # resumable: one video per line
 
-Videos are named `{class}_{seed}.{format}`; a batch writes `videos/{id}.{format}` and
-`records/{id}.json` per line (each item seeded from `--seed` and its id, so a rerun skips
-what is done and redoes nothing else), then `manifest.jsonl`. Decoding defaults to MC-SJD
-with previous-frame drafts; `--frame-rows R` adds the frame schedule (a frame opens once
-the previous has R committed rows; relaxed).
+Videos are named `{class}_{seed}.{format}` (spaces in a class name become `_`); a batch
+is a run of `mmspec.runs.runner`: `videos/{id}.{format}` and `records/{id}.json` per line
+(each item seeded from `--seed` and its id, so a rerun skips what is done and redoes
+nothing else), `run.json` (the settings and every line's class; a rerun with others is
+refused until `--restart`), then `manifest.jsonl`. Decoding defaults to MC-SJD with
+previous-frame drafts; `--frame-rows R` adds the frame schedule (a frame opens once the
+previous has R committed rows; relaxed). `--per-class` and `--scale` are bounded by the
+memory they imply, and checked before any decoding.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
+import math
 from pathlib import Path
 
 import torch
 
 from mmspec.assets import VIDEO_ASSETS
-from mmspec.batch import Item, atomic_write, check_writable, item_seed, read_items
+from mmspec.batch import item_seed, read_items
+from mmspec.runs.paths import atomic_write, check_writable, class_file_name, inside
+from mmspec.runs.runner import Run, RunItem
 from mmspec.video_io import VIDEO_FORMATS, check_format
+
+# a video's upscaled frames are held in memory at once before they are encoded
+MAX_VIDEO_BYTES = 2**30
+# wider frames than this are no preview of a 32-pixel model, and slow every encoder
+MAX_FRAME_SIDE = 4096
 
 
 def add_video_arguments(p: argparse.ArgumentParser) -> None:
@@ -43,6 +53,7 @@ def add_video_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", default="gif", help=f"output format: {', '.join(VIDEO_FORMATS)} (default gif)")
     p.add_argument("--scale", type=int, default=4, help="pixel upscaling of the written frames (default 4)")
     p.add_argument("--out", default="outputs/videos", help="output directory (default outputs/videos)")
+    p.add_argument("--restart", action="store_true", help="with --batch: delete an earlier run's results in --out and start over")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
 
 
@@ -58,7 +69,8 @@ def decoding_config(args):
 
 
 def run(args) -> None:
-    """The verb: flags and output checked first, then the model, then one video at a time."""
+    """The verb: flags and output checked first, then the model, then every bound and file
+    name, then one video at a time."""
     from mmspec.pipelines import load_pipeline
     from mmspec.pipelines.video import VideoPipeline
 
@@ -66,8 +78,12 @@ def run(args) -> None:
     config = decoding_config(args)
     if args.per_class < 1:
         raise ValueError(f"--per-class must be >= 1, got {args.per_class}")
+    if args.scale < 1:
+        raise ValueError(f"--scale must be >= 1, got {args.scale}")
     if args.batch and args.classes:
         raise ValueError("give --classes or --batch, not both")
+    if args.restart and not args.batch:
+        raise ValueError("--restart clears a batch folder: give it with --batch")
     out_dir = Path(args.out)
     check_writable(out_dir)
     if args.threads:
@@ -78,17 +94,39 @@ def run(args) -> None:
     pipe.set_progress_bar_config(disable=True)
     frames = pipe.check_num_frames(args.frames)
     config = pipe.check_decoding(config)
+    check_scale(args.scale, frames, frame_size(pipe))
     sampling = {k: v for k, v in dict(guidance_scale=args.guidance_scale, temperature=args.temperature).items() if v is not None}
     if args.batch:
         run_batch(pipe, args, config, frames, fmt, sampling, out_dir)
         return
+    if args.per_class > pipe.max_images_per_call:
+        raise ValueError(f"--per-class {args.per_class} is more than the {pipe.max_images_per_call} videos one call of this model "
+                         "may decode (what its key-value cache budget holds); use --batch for large runs")
     labels = list(range(len(pipe.class_names))) if not args.classes else [pipe.class_label(parse_class(c)) for c in args.classes]
-    for label in labels:
-        for i in range(args.per_class):
-            seed = args.seed + i
-            path = out_dir / f"{pipe.class_names[label].replace(' ', '_')}_{seed}.{fmt}"
-            out = write_one(pipe, label, seed, config, frames, sampling, path, args.scale)
-            print(f"wrote {path}: {out.stats[0].forward_passes} forwards for {out.tokens.shape[1]} tokens ({config.describe()})")
+    # every file name checked before any decoding: class names come from the saved pipeline
+    paths = {(label, i): inside(out_dir, f"{class_file_name(pipe.class_names[label])}_{args.seed + i}.{fmt}")
+             for label in labels for i in range(args.per_class)}
+    for (label, i), path in paths.items():
+        out = write_one(pipe, label, args.seed + i, config, frames, sampling, path, args.scale)
+        print(f"wrote {path}: {out.stats[0].forward_passes} forwards for {out.tokens.shape[1]} tokens ({config.describe()})")
+
+
+def frame_size(pipe) -> tuple[int, int]:
+    """A frame's (height, width) in pixels: its token grid times the VQ's downsampling."""
+    rows, cols = pipe.frame_grid
+    return rows * pipe.vqvae.config.downsample, cols * pipe.vqvae.config.downsample
+
+
+def check_scale(scale: int, frames: int, size: tuple[int, int]) -> int:
+    """`scale`, refused in one line when `frames` frames of `size` (height, width) pixels,
+    each pixel `scale` x `scale` times larger, would pass `MAX_FRAME_SIDE` or
+    `MAX_VIDEO_BYTES` (RGB, one byte a channel): checked before any decoding."""
+    h, w = size
+    limit = max(1, min(MAX_FRAME_SIDE // max(h, w), math.isqrt(MAX_VIDEO_BYTES // (frames * h * w * 3))))
+    if isinstance(scale, bool) or not isinstance(scale, int) or not 1 <= scale <= limit:
+        raise ValueError(f"--scale must be a whole number from 1 to {limit} for {frames} frames of {w}x{h} pixels (at most "
+                         f"{MAX_FRAME_SIDE} pixels a side and {MAX_VIDEO_BYTES // 2**30} GiB a video), got {scale!r}")
+    return scale
 
 
 def parse_class(text: str):
@@ -103,30 +141,21 @@ def write_one(pipe, label: int, seed: int, config, frames: int, sampling: dict, 
 
 
 def run_batch(pipe, args, config, frames: int, fmt: str, sampling: dict, out_dir: Path) -> None:
-    """One video per item of `--batch`; items whose record exists are skipped."""
-    items = [Item(item.id, class_label=item.class_label) for item in read_items(args.batch, len(pipe.class_names))]
-    settings = {"pipeline": str(Path(args.pipeline).resolve()), "decoding": config.describe(), "frames": frames,
-                "seed": args.seed, "format": fmt, **sampling}
-    settings_path = out_dir / "settings.json"
-    if settings_path.exists() and json.loads(settings_path.read_text()) != settings:
-        raise ValueError(f"{out_dir} holds a batch run with other settings ({settings_path}); choose another --out")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write(settings_path, lambda tmp: tmp.write_text(json.dumps(settings, indent=2) + "\n"))
-    done = 0
-    for item in items:
-        record_path = out_dir / "records" / f"{item.id}.json"
-        if record_path.exists():
-            continue
-        seed = item_seed(args.seed, item.id)
-        path = out_dir / "videos" / f"{item.id}.{fmt}"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        out = write_one(pipe, item.class_label, seed, config, frames, sampling, path, args.scale)
-        record = {"id": item.id, "class_label": item.class_label, "class_name": pipe.class_names[item.class_label], "seed": seed,
-                  "video": str(path.relative_to(out_dir)), "forward_passes": out.stats[0].forward_passes}
-        record_path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(record_path, lambda tmp: tmp.write_text(json.dumps(record) + "\n"))
-        done += 1
-    manifest = out_dir / "manifest.jsonl"
-    lines = [(out_dir / "records" / f"{item.id}.json").read_text() for item in items]
-    atomic_write(manifest, lambda tmp: tmp.write_text("".join(lines)))
-    print(f"wrote {done} videos ({len(items) - done} already done); manifest: {manifest}")
+    """One video per item of `--batch`, as a resumable run: items whose record exists are
+    skipped; a folder holding a run with other settings or classes is refused."""
+    items = read_items(args.batch, len(pipe.class_names))
+    video = f"videos/{{id}}.{fmt}"
+    settings = {"pipeline": str(Path(args.pipeline).resolve()), "decoding": {"name": config.name, **dataclasses.asdict(config)},
+                "frames": frames, "seed": args.seed, "format": fmt, "scale": args.scale,
+                "sampling": {**pipe.default_sampling, **sampling}}
+    tasks = [RunItem(item.id, {"class_label": item.class_label}, item_seed(args.seed, item.id)) for item in items]
+    run = Run(out_dir, settings, tasks, outputs=(video,)).start(args.restart)
+    todo = run.todo()
+    for task in todo:
+        label = task.inputs["class_label"]
+        path = run.path(task, video)
+        out = write_one(pipe, label, task.seed, config, frames, sampling, path, args.scale)
+        run.write_record(task, {"class_name": pipe.class_names[label], "video": str(path.relative_to(out_dir)),
+                                "forward_passes": out.stats[0].forward_passes})
+    manifest = run.write_manifest()
+    print(f"wrote {len(todo)} videos ({len(items) - len(todo)} already done); manifest: {manifest}")

@@ -101,7 +101,7 @@ def test_a_rerun_with_other_settings_is_refused_until_restarted(pipe, tmp_path):
     """A rerun with `ar --seed 7` used to add its records to those of `mc-sjd` in one manifest."""
     items = [Item(f"{i}", class_label=i % 3) for i in range(3)]
     run_batch(pipe, items[:2], tmp_path, decoding="mc-sjd", seed=0)
-    settings = json.loads((tmp_path / "settings.json").read_text())
+    settings = json.loads((tmp_path / "run.json").read_text())["settings"]
     assert settings["decoding"]["name"] == "mc-sjd" and settings["seed"] == 0 and settings["sampling"]["guidance_scale"] == 2.0
     for kwargs, changed in [(dict(decoding="ar"), "decoding"), (dict(seed=7), "seed"),
                             (dict(call_kwargs={"temperature": 0.5}), "sampling"), (dict(pipeline="elsewhere"), "pipeline"),
@@ -128,8 +128,8 @@ def test_an_item_id_recorded_for_another_condition_is_refused(pipe, tmp_path):
 
 def test_a_folder_with_results_but_no_recorded_settings_is_refused(pipe, tmp_path):
     run_batch(pipe, [Item("0", class_label=0)], tmp_path)
-    (tmp_path / "settings.json").unlink()  # as a folder written before settings were recorded
-    with pytest.raises(ValueError, match="holds results without a record of their settings"):
+    (tmp_path / "run.json").unlink()  # as a folder written before runs were recorded
+    with pytest.raises(ValueError, match="holds results without a record of their settings and inputs"):
         run_batch(pipe, [Item("1", class_label=0)], tmp_path)
 
 

@@ -34,7 +34,7 @@ def test_batch_and_bench_run_lpd_decodings(lpd_dir, tmp_path, capsys):
     prompts = tmp_path / "labels.txt"
     prompts.write_text("1\n2\n")
     assert main(["batch", "--pipeline", str(lpd_dir), "--prompts", str(prompts), "--out", str(tmp_path / "b"), "--decoding", "lpd-32"]) == 0
-    settings = json.loads((tmp_path / "b" / "settings.json").read_text())
+    settings = json.loads((tmp_path / "b" / "run.json").read_text())["settings"]
     assert settings["decoding"]["steps"] == 32
     assert main(["bench", "--pipeline", str(lpd_dir), "--classes", "0", "--methods", "ar", "lpd-20", "lpd-32",
                  "--out-dir", str(tmp_path / "bench")]) == 0

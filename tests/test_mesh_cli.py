@@ -23,9 +23,10 @@ def test_mesh_writes_files_previews_and_records_and_a_rerun_resumes(mesh_dir, tm
             "--out-dir", str(tmp_path)]
     assert main(args) == 0
     for name in ("box_0", "torus_0"):
-        assert all((tmp_path / f"{name}.{ext}").is_file() for ext in ("glb", "obj", "png"))
-    records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+        assert all((tmp_path / "meshes" / f"{name}.{ext}").is_file() for ext in ("glb", "obj", "png"))
+    records = [json.loads(line) for line in (tmp_path / "manifest.jsonl").read_text().splitlines()]
     assert [r["class"] for r in records] == ["box", "torus"] and all(r["forwards"] >= 1 for r in records)
+    assert [r["seed"] for r in records] == [0, 1]
     assert (tmp_path / "grid.png").is_file()
     capsys.readouterr()
     assert main(args) == 0
@@ -36,7 +37,7 @@ def test_mesh_batch_file_names_its_items(mesh_dir, tmp_path):
     items = tmp_path / "jobs.jsonl"
     items.write_text('{"class": "cone", "id": "a"}\n{"class": 0}\n')
     assert main(["mesh", "--pipeline", str(mesh_dir), "--items", str(items), "--max-faces", "2", "--out-dir", str(tmp_path / "o")]) == 0
-    assert (tmp_path / "o/a.glb").is_file() and (tmp_path / "o/00001.glb").is_file()
+    assert (tmp_path / "o/meshes/a.glb").is_file() and (tmp_path / "o/meshes/00001.glb").is_file()
 
 
 @pytest.mark.parametrize("extra, message", [

@@ -31,6 +31,7 @@ from mmspec.decoding.stats import DecodeStats
 from mmspec.metrics.mesh_classifier import MeshClassifier, MeshClassifierConfig
 from mmspec.models.mesh_opt import FACE_LOOKUP, MeshXLModel, mesh_prompts
 from mmspec.pipelines.pipeline_utils import (
+    KV_CACHE_BUDGET_BYTES,
     load_module,
     load_transformers,
     pop_dtype,
@@ -126,6 +127,19 @@ class MeshPipeline(DiffusionPipeline):
     @property
     def condition_kind(self) -> str:
         return "class" if self.class_names is not None else "none"
+
+    def max_meshes_for(self, max_faces: int) -> int:
+        """Meshes one call may generate at `max_faces` faces: those whose keys and values
+        (every layer; the prompt, the faces and `<eos>`) fit `KV_CACHE_BUDGET_BYTES`."""
+        c = self.model.config
+        slots = 2 + max_faces * TOKENS_PER_FACE + 1
+        per_mesh = 2 * c.num_hidden_layers * c.hidden_size * slots * self.model.dtype.itemsize  # K and V
+        return max(1, KV_CACHE_BUDGET_BYTES // per_mesh)
+
+    @property
+    def max_meshes_per_call(self) -> int:
+        """Meshes one call may generate at the pipeline's `max_faces`."""
+        return self.max_meshes_for(self.max_faces)
 
     # --- loading and saving --------------------------------------------------------------
 
@@ -240,6 +254,9 @@ class MeshPipeline(DiffusionPipeline):
         # 2. the prompts
         labels = None if labels is None else [label for label in labels for _ in range(num_meshes)]
         batch = num_meshes if labels is None else len(labels)
+        if batch > self.max_meshes_for(faces):
+            raise ValueError(f"{batch} meshes in one call exceed this model's {self.max_meshes_for(faces)} "
+                             f"({KV_CACHE_BUDGET_BYTES // 2**30} GiB of cache at {faces} faces); split the request")
         condition = {k: v.to(self.device) for k, v in mesh_prompts(labels, batch, self.class_token_offset).items()}
         # 3. decode
         token_model = MeshXLModel(self.model, faces, constrain)

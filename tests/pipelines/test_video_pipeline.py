@@ -154,7 +154,8 @@ def test_cli_writes_videos_and_resumes_batches(pipe, tmp_path, capsys):
     assert sorted(p.name for p in (tmp_path / "videos").iterdir()) == ["a_0.gif", "c_0.gif"]
     (tmp_path / "labels.txt").write_text("0\n2\n")
     batch = [*common, "--batch", str(tmp_path / "labels.txt"), "--format", "mp4", "--frame-rows", "1", "--out", str(tmp_path / "b")]
-    assert run_cli(capsys, *batch)[0] == 0
+    code, _, err = run_cli(capsys, *batch)
+    assert code == 0, err
     code, out, _ = run_cli(capsys, *batch)
     assert code == 0 and "wrote 0 videos (2 already done)" in out
     assert len((tmp_path / "b" / "manifest.jsonl").read_text().splitlines()) == 2
