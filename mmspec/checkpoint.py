@@ -9,8 +9,11 @@ tensor is matched by name and shape against the module before anything is copied
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import pickle
+import types
+import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, fields
 
@@ -172,19 +175,88 @@ class DeviceDtypeMixin:
         return next(self.parameters()).dtype
 
 
+def machine_memory_bytes() -> int:
+    """The machine's physical memory: what no config may ask more than."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def check_fits_memory(num_bytes: int, what: str, way_out: str) -> None:
+    """Refuses, in one line and before anything is allocated, `num_bytes` that exceed the
+    machine's memory (a config with `n_layer` 10**9 would otherwise grow until it is killed)."""
+    total = machine_memory_bytes()
+    if num_bytes > total:
+        raise ValueError(f"{what} needs {num_bytes / 2**30:,.1f} GiB, more than this machine's {total / 2**30:.1f} GiB of memory; "
+                         f"{way_out}")
+
+
+def _type_name(hint) -> str:
+    if hint is type(None):
+        return "null"
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in args)
+    if typing.get_origin(hint) is list:
+        return f"a list of {_type_name(args[0])}" if args else "a list"
+    return {int: "a whole number >= 0", float: "a number", bool: "true or false", str: "a string"}.get(hint, getattr(hint, "__name__", str(hint)))
+
+
+def _matches(value, hint) -> bool:
+    """Whether a JSON value has the field's declared type: `"6"` is no int, `true` no
+    number, and counts are never negative."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, a) for a in args)
+    if origin is list:
+        return isinstance(value, list) and all(_matches(v, args[0]) for v in value) if args else isinstance(value, list)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if hint is str:
+        return isinstance(value, str)
+    return True  # a type JSON cannot spell; the config's own checks judge it
+
+
 class JSONConfig:
     """`from_dict` / `to_dict` for the dataclass configs saved as JSON beside the weights.
-    Subclasses are dataclasses and set `config_name` for error messages."""
+    Subclasses are dataclasses and set `config_name` for error messages. `from_dict`
+    checks every value against its field's type (`"n_layer": "6"` is refused, not a
+    `TypeError` deep in a constructor); a subclass whose module's size follows from its
+    fields gives `weight_count()`, which `check_size` holds to the machine's memory."""
 
     config_name = "config"
 
     @classmethod
     def from_dict(cls, values: dict):
+        if not isinstance(values, Mapping):
+            raise ValueError(f"a {cls.config_name} is a JSON object of fields, got {type(values).__name__}")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"unknown {cls.config_name} fields {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        return cls(**values)
+        hints = typing.get_type_hints(cls)
+        for name, value in values.items():
+            if not _matches(value, hints[name]):
+                raise ValueError(f"{cls.config_name} field {name!r} must be {_type_name(hints[name])}, got {value!r}")
+        try:
+            return cls(**values)
+        except (ZeroDivisionError, OverflowError) as err:  # a count of 0 or a size past float's range in __post_init__
+            raise ValueError(f"this {cls.config_name} has a size that cannot be ({err}); check its fields") from None
+
+    def weight_count(self) -> int | None:
+        """Parameters and buffers the module of this config holds (None: not known from
+        the fields alone)."""
+        return None
+
+    def check_size(self, bytes_per_weight: int = 4) -> None:
+        """Refuses (one line) a config whose weights would not fit the machine's memory."""
+        count = self.weight_count()
+        if count is not None:
+            check_fits_memory(count * bytes_per_weight, f"this {self.config_name}", "check its sizes (layers, widths, vocabulary)")
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from mmspec.assets import DEFAULT_ASSETS
+from mmspec.checkpoint import first_line
 
 AR_BASELINE = "ar"
 DEFAULT_DECODING = "auto"
@@ -39,6 +40,16 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return value
+
+
+def port_number(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number from 1 to 65535, got {text!r}")
     return value
 
 
@@ -79,11 +90,36 @@ def sampling_kwargs(args) -> dict:
     return chosen
 
 
+# the pipeline classes each verb runs (the demo takes every family), and the verb of each family
+IMAGE_PIPELINES = ("LlamaGenPipeline", "LPDPipeline", "Emu3Pipeline", "JanusPipeline")
+VERB_PIPELINES = {"generate": IMAGE_PIPELINES, "bench": IMAGE_PIPELINES, "batch": IMAGE_PIPELINES,
+                  "caption": ("CaptioningPipeline",)}
+FAMILY_VERBS = {**{name: "generate" for name in IMAGE_PIPELINES}, "CaptioningPipeline": "caption", "MeshPipeline": "mesh",
+                "SpeechPipeline": "speak", "VideoPipeline": "video"}
+
+
+def check_family(command: str, pipeline: str) -> None:
+    """Refuses, before loading, a pipeline folder of a family the verb does not run, naming
+    the verb that does (`generate` on the video model: use `mmspec video`)."""
+    from mmspec.assets import pipeline_path
+    from mmspec.pipelines.pipeline_utils import read_json
+
+    accepted = VERB_PIPELINES.get(command)
+    root = pipeline_path(pipeline)
+    if accepted is None or not root.is_dir():
+        return  # load_pipeline says what is wrong with a path that is not a pipeline
+    name = read_json(root / "model_index.json", "pipeline").get("_class_name")
+    if name in FAMILY_VERBS and name not in accepted:
+        raise UserError(f"--pipeline {pipeline} holds a {name}, which `mmspec {command}` does not run (it takes "
+                        f"{', '.join(accepted)}); use `mmspec {FAMILY_VERBS[name]} --pipeline {pipeline}`")
+
+
 def load(args):
     from mmspec.pipelines import load_pipeline
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    check_family(args.command, args.pipeline)
     try:
         pipe = load_pipeline(args.pipeline)
     except OSError as err:
@@ -108,9 +144,9 @@ def conditions(args, pipe) -> tuple[list[dict], list[str]]:
         if args.prompt:
             raise UserError("this pipeline is class-conditional: use --classes, not --prompt")
         n = len(pipe.class_names)
-        classes = list(range(n)) if args.classes is None else args.classes
-        if not classes or any(c < 0 or c >= n for c in classes):
-            raise UserError(f"--classes must be one or more labels in [0, {n}), got {classes}")
+        classes = list(range(n)) if args.classes is None else [class_index(c, pipe.class_names) for c in args.classes]
+        if not classes:
+            raise UserError(f"--classes must be one or more class names or labels in [0, {n})")
         if len(set(classes)) != len(classes):
             raise UserError(f"--classes lists a class twice ({classes}); each class is one row, --per-class sets its images")
         return [{"class_labels": [c]} for c in classes], [pipe.class_names[c] for c in classes]
@@ -119,6 +155,15 @@ def conditions(args, pipe) -> tuple[list[dict], list[str]]:
     if not args.prompt:
         raise UserError("--prompt is required for a text-conditional pipeline")
     return [{"prompt": [p]} for p in args.prompt], list(args.prompt)
+
+
+def class_index(text: str, class_names: list[str]) -> int:
+    """A `--classes` entry: a class name ("circle") or a label ("0")."""
+    if text in class_names:
+        return class_names.index(text)
+    if text.strip().isdigit() and int(text) < len(class_names):
+        return int(text)
+    raise UserError(f"--classes {text!r} is neither a class name ({', '.join(class_names)}) nor a label in [0, {len(class_names)})")
 
 
 # --- output destinations, checked before any work ----------------------------------------
@@ -297,14 +342,39 @@ def cmd_demo(args) -> None:
         if err.name != "gradio":
             raise
         raise UserError("the demo needs gradio, an optional extra: pip install 'mmspec[demo]'") from None
-    launch(load(args), host=args.host, port=args.port)
+    check_port_free(args.host, args.port)
+    pipe = load(args)
+    try:
+        launch(pipe, host=args.host, port=args.port)
+    except OSError as err:  # the port was taken between the check and the launch
+        raise UserError(f"cannot listen on {args.host}:{args.port} ({first_line(err)}); choose another --port") from None
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Refuses, before the models load, a port another program holds or a host this machine
+    cannot listen on."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as err:
+        raise UserError(f"--host {host!r} is not an address this machine can listen on ({err.strerror})") from None
+    family, _, _, _, address = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: a port held only in TIME_WAIT is free
+        try:
+            probe.bind(address)
+        except OSError as err:
+            raise UserError(f"cannot listen on {host}:{port} ({err.strerror}); choose another --port or --host") from None
 
 
 # --- the parser --------------------------------------------------------------------------
 
 
 def add_pipeline(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--pipeline", default=str(DEFAULT_ASSETS), help="saved pipeline directory (default: the shipped model)")
+    p.add_argument("--pipeline", default=str(DEFAULT_ASSETS),
+                   help="saved pipeline directory, or a shipped model's name: default, lpd, video, mesh, speech, captioner "
+                        "(default: the shipped image model)")
     p.add_argument("--threads", type=positive_int, help="torch CPU threads, >= 1 (default: torch's choice)")
 
 
@@ -337,7 +407,7 @@ def add_method(p: argparse.ArgumentParser) -> None:
 
 
 def add_condition(p: argparse.ArgumentParser, per_class: int) -> None:
-    p.add_argument("--classes", type=int, nargs="*", help="class labels, one row each (class pipelines; default: all)")
+    p.add_argument("--classes", nargs="*", help="class names or labels, one row each (class pipelines; default: all)")
     p.add_argument("--prompt", nargs="*", help="prompts, one row each (prompt pipelines)")
     p.add_argument("--per-class", type=positive_int, default=per_class, help=f"images per class or prompt (default {per_class})")
 
@@ -379,7 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("caption", help="caption image files or folders of them; with --out, a resumable batch")
     c.add_argument("images", nargs="+", help="image files, or folders of them")
     c.add_argument("--pipeline", default=str(DEFAULT_ASSETS.parent / "captioner"),
-                   help="saved captioning pipeline directory (default: the shipped captioner)")
+                   help="saved captioning pipeline directory, or captioner (default: the shipped captioner)")
     c.add_argument("--threads", type=positive_int, help="torch CPU threads, >= 1 (default: torch's choice)")
     c.add_argument("--prompt", help="the instruction after the image (default: the pipeline's)")
     c.add_argument("--decoding", default="prompt-lookup",
@@ -423,7 +493,7 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="launch the Gradio demo app (needs the [demo] extra)")
     add_pipeline(d)
     d.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
-    d.add_argument("--port", type=int, default=7860, help="port (default 7860)")
+    d.add_argument("--port", type=port_number, default=7860, help="port, 1 to 65535 (default 7860)")
     d.set_defaults(run=cmd_demo)
     return parser
 

@@ -119,6 +119,17 @@ class LlamaGenConfig(JSONConfig):
             hidden = int(self.ffn_dim_multiplier * hidden)
         return find_multiple(hidden, self.multiple_of)
 
+    def weight_count(self) -> int:
+        """Weights of a `LlamaGenGPT` of this config, and its rotary table."""
+        attention = self.dim * (self.n_head + 2 * self.kv_heads) * self.head_dim + self.dim * self.dim
+        layer = attention + 3 * self.dim * self.ffn_dim + 2 * self.dim
+        if self.model_type == "c2i":
+            condition = (self.num_classes + 1) * self.dim
+        else:
+            condition = self.caption_dim * self.dim + self.dim * self.dim + self.cls_token_num * self.caption_dim
+        rope = (self.cls_token_num + self.block_size) * self.head_dim
+        return self.n_layer * layer + 2 * self.vocab_size * self.dim + condition + self.dim + rope
+
     @classmethod
     def from_name(cls, name: str, **overrides) -> "LlamaGenConfig":
         """A named size of the original (`"GPT-B"` ... `"GPT-7B"`), with field overrides."""
@@ -296,6 +307,7 @@ class LlamaGenGPT(DeviceDtypeMixin, nn.Module):
         Example:
             >>> model = LlamaGenGPT.from_checkpoint("c2i_L_256.pt", LlamaGenConfig.from_name("GPT-L"))  # doctest: +SKIP
         """
+        config.check_size()  # before the weights are allocated: 10**9 layers are refused, not built
         model = cls(config)
         state_dict = read_state_dict(path_or_state_dict, container_key)
         if is_lpd_state_dict(state_dict):

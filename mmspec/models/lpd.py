@@ -81,6 +81,12 @@ class LPDConfig(JSONConfig):
     def seq_len(self) -> int:
         return self.grid_size**2
 
+    def weight_count(self) -> int:
+        """Weights of an `LPD` of this config."""
+        d, hidden = self.decoder_embed_dim, int(self.decoder_embed_dim * self.mlp_ratio)
+        layer = 4 * d * d + 4 * d + 2 * d * hidden + hidden + d + 4 * d
+        return self.decoder_depth * layer + (self.class_num + 2 * self.vqgan_vocab_size + self.seq_len + 8) * d
+
     @classmethod
     def from_name(cls, name: str, **overrides) -> "LPDConfig":
         """A named size of the original (`"lpd_l"`, `"lpd_xl"`, `"lpd_xxl"`), with overrides."""
@@ -174,6 +180,7 @@ class LPD(DeviceDtypeMixin, nn.Module):
     def from_checkpoint(cls, path_or_state_dict, config: LPDConfig, container_key: str | None = None) -> "LPD":
         """Loads an original LPD checkpoint (`.pth` with the weights under `model`, a bare
         state dict, or `.safetensors`) into a model of `config`."""
+        config.check_size()  # before the weights are allocated: 10**9 layers are refused, not built
         model = cls(config)
         load_into(model, read_state_dict(path_or_state_dict, container_key), what="LPD checkpoint")
         return model.eval()

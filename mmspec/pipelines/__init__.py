@@ -18,7 +18,8 @@ PIPELINES = {
 
 def load_pipeline(path: str | Path, **kwargs):
     """Loads a saved pipeline directory of any family, by the class its `model_index.json`
-    names (what `DiffusionPipeline.from_pretrained` cannot do for mmspec's classes).
+    names (what `DiffusionPipeline.from_pretrained` cannot do for mmspec's classes), or a
+    shipped model by its name ("default", "lpd", "video", "mesh", "speech", "captioner").
     `kwargs` (`torch_dtype=`) go to its `from_pretrained`.
 
     Example:
@@ -30,9 +31,12 @@ def load_pipeline(path: str | Path, **kwargs):
 
     from mmspec.pipelines.pipeline_utils import read_json
 
-    root = Path(path)
+    from mmspec.assets import SHIPPED_PIPELINES, pipeline_path
+
+    root = pipeline_path(path)
     if not root.is_dir():
-        raise ValueError(f"{root} is not a directory holding a saved pipeline")
+        raise ValueError(f"{root} is not a directory holding a saved pipeline, nor a shipped model's name "
+                         f"({', '.join(SHIPPED_PIPELINES)})")
     name = read_json(root / "model_index.json", "pipeline").get("_class_name")
     if name not in PIPELINES:
         raise ValueError(f"{root} holds a {name!r} pipeline; mmspec has {', '.join(PIPELINES)}")

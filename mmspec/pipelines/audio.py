@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,13 +27,13 @@ from diffusers.utils import BaseOutput
 
 from mmspec.checkpoint import load_into, read_state_dict
 from mmspec.decoding.config import DecodingConfig
-from mmspec.decoding.generate import as_decoding
 from mmspec.decoding.stats import DecodeStats
 from mmspec.metrics.spoken_words import WordClassifier, WordClassifierConfig
 from mmspec.models.musicgen import MusicgenLM, WordCondition
 from mmspec.pipelines.pipeline_utils import (
     TokenImagePipeline,
     as_prompts,
+    check_decoding_memory,
     check_generator,
     load_module,
     load_transformers,
@@ -124,13 +125,37 @@ class SpeechPipeline(DiffusionPipeline):
     def default_sampling(self) -> dict:
         return dict(self._default_sampling)
 
+    @property
+    def device(self) -> torch.device:
+        return self.decoder.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The decoder's dtype (the codec and the classifier compute in float32)."""
+        return self.decoder.dtype
+
+    def to(self, *args, **kwargs) -> "SpeechPipeline":
+        """Moves every component to a device, as `torch.nn.Module.to` takes it (`"cuda"`,
+        `torch.bfloat16`, or both); a dtype casts the decoder and the word condition, while the
+        codec (mel filterbanks, Griffin-Lim) and the classifier stay float32."""
+        device, dtype, *_ = torch._C._nn._parse_to(*args, **kwargs)
+        if dtype is not None and not dtype.is_floating_point:
+            raise ValueError(f"a SpeechPipeline casts to a floating dtype such as torch.bfloat16, got {dtype}")
+        for module in (self.decoder, self.condition):
+            module.to(device, dtype)
+        for module in (self.codec, self.classifier):
+            if module is not None and device is not None:
+                module.to(device)
+        return self
+
     def steps_for(self, duration_s: float | None) -> int:
         """Decoder steps of a clip of `duration_s` seconds (frames + K - 1 under the delay
         pattern); a duration the model cannot make is refused."""
         if duration_s is None:
             return self.frames + self.codebooks - 1
-        if isinstance(duration_s, bool) or not isinstance(duration_s, (int, float)):
-            raise ValueError(f"duration_s must be a number of seconds, got {duration_s!r}")
+        if isinstance(duration_s, bool) or not isinstance(duration_s, (int, float)) or not math.isfinite(duration_s):
+            raise ValueError(f"duration must be a finite number of seconds, from {1 / self.codec.frame_rate:.3f} to "
+                             f"{self.max_duration_s:.3f}, got {duration_s!r}")
         frames = round(duration_s * self.codec.frame_rate)
         if not 1 <= frames <= self.frames:
             raise ValueError(f"duration {duration_s:g} s is outside what this model makes: "
@@ -140,12 +165,16 @@ class SpeechPipeline(DiffusionPipeline):
     def token_model(self, steps: int) -> MusicgenLM:
         return MusicgenLM(self.decoder, steps, condition=self.condition, codebook_vectors=self.codec.codebook)
 
-    def check_decoding(self, decoding: str | DecodingConfig, steps: int | None = None) -> DecodingConfig:
-        """`decoding` parsed; a window longer than the clip's steps (a short `duration_s`
-        with the default window) is cut to the clip."""
-        config = as_decoding(decoding)
+    def check_decoding(self, decoding: str | DecodingConfig, steps: int | None = None, rows: int = 1) -> DecodingConfig:
+        """`decoding` parsed and checked over `rows` clips (`check_decoding_memory`): a window
+        longer than the longest clip, or branches past the codebook's size or the memory of a
+        forward, is refused; a window longer than a shorter clip of `steps` decoder steps (a
+        short `duration_s` with the default window of 16) is cut to that clip."""
+        config = check_decoding_memory(decoding, self.token_model(self.steps_for(None)).layout(), rows)
         steps = steps or self.steps_for(None)
-        return dataclasses.replace(config, window=steps) if config.method != "ar" and config.window is not None and config.window > steps else config
+        if config.method != "ar" and config.window is not None and config.window > steps:
+            config = dataclasses.replace(config, window=steps)
+        return config
 
     # --- loading and saving --------------------------------------------------------------
 
@@ -238,7 +267,7 @@ class SpeechPipeline(DiffusionPipeline):
         if output_type not in OUTPUT_TYPES:
             raise ValueError(f"unknown output_type {output_type!r}; choose from {', '.join(OUTPUT_TYPES)}")
         steps = self.steps_for(duration_s)
-        decoding = self.check_decoding(decoding, steps)
+        decoding = self.check_decoding(decoding, steps, n)
         generator = check_generator(generator, n)
         # 2. the condition: word ids, which the token model's WordCondition embeds
         condition = word_ids.repeat_interleave(num_audios_per_prompt)

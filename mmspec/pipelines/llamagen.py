@@ -42,18 +42,29 @@ FAMILY_SAMPLING = dict(guidance_scale=4.0, top_k=2000)
 INDEX_KEYS = ("_class_name", "transformer", "vqvae", "classifier", "class_names", "default_sampling")
 
 
-def as_class_labels(class_labels, num_classes: int) -> torch.Tensor:
-    """Long `[B]` from an int, a list of ints or an integer tensor; strings, booleans and
-    floats are refused, not coerced (`True` or `1.7` is no class 1)."""
+def as_class_labels(class_labels, num_classes: int, class_names: list[str] | None = None) -> torch.Tensor:
+    """Long `[B]` from an int, a class name (one of `class_names`), a list of them or an
+    integer tensor; booleans, floats and unknown names are refused, not coerced (`True` or
+    `1.7` is no class 1)."""
     if isinstance(class_labels, torch.Tensor):
         if class_labels.dtype == torch.bool or class_labels.dtype.is_floating_point or class_labels.dtype.is_complex:
             raise ValueError(f"class_labels must be integers, got a {class_labels.dtype} tensor")
         labels = class_labels.reshape(-1).long()
     else:
         values = list(class_labels) if isinstance(class_labels, (list, tuple)) else [class_labels]
+        names = list(class_names or [])
+        for v in values:
+            if isinstance(v, str) and v not in names:
+                known = f"choose from {', '.join(names)}" if names else "this model has no class names; give labels"
+                raise ValueError(f"unknown class name {v!r}; {known}")
+        values = [names.index(v) if isinstance(v, str) else v for v in values]
         bad = next((v for v in values if isinstance(v, bool) or not isinstance(v, numbers.Integral)), None)
         if bad is not None or isinstance(class_labels, bool):
-            raise ValueError(f"class_labels must be integers (an int or a list of ints), got {bad if bad is not None else class_labels!r}")
+            raise ValueError(f"class_labels must be class names or integers (or a list of them), got "
+                             f"{bad if bad is not None else class_labels!r}")
+        out = next((v for v in values if not 0 <= v < num_classes), None)
+        if out is not None:  # before torch.tensor, which cannot hold 10**20
+            raise ValueError(f"class label {out} is out of range [0, {num_classes})")
         labels = torch.tensor([int(v) for v in values], dtype=torch.long)
     if labels.numel() == 0:
         raise ValueError("class_labels is empty")
@@ -221,7 +232,7 @@ class LlamaGenPipeline(TokenImagePipeline):
                 raise ValueError("this LlamaGen is class-conditional: pass class_labels, not prompt")
             if class_labels is None:
                 raise ValueError("class_labels is required for a class-conditional LlamaGen")
-            return len(as_class_labels(class_labels, self.transformer.config.num_classes)) * num_images_per_prompt
+            return len(as_class_labels(class_labels, self.transformer.config.num_classes, self.class_names)) * num_images_per_prompt
         if class_labels is not None:
             raise ValueError("this LlamaGen is text-conditional: pass prompt, not class_labels")
         if self.text_encoder is None:
@@ -231,7 +242,7 @@ class LlamaGenPipeline(TokenImagePipeline):
     def encode_condition(self, class_labels, prompt, num_images_per_prompt):
         device = self.transformer.output.weight.device
         if self.condition_kind == "class":
-            labels = as_class_labels(class_labels, self.transformer.config.num_classes)
+            labels = as_class_labels(class_labels, self.transformer.config.num_classes, self.class_names)
             return labels.repeat_interleave(num_images_per_prompt).to(device)
         enc = self.tokenizer(as_prompts(prompt), max_length=self.transformer.config.cls_token_num, padding="max_length",
                              truncation=True, return_tensors="pt")
@@ -259,7 +270,8 @@ class LlamaGenPipeline(TokenImagePipeline):
         """Generates images.
 
         Args:
-            class_labels (`int`, `list[int]` or `torch.Tensor`, *optional*): c2i classes.
+            class_labels (`int`, `str`, a list of them or `torch.Tensor`, *optional*): c2i classes,
+                by label or by name (`class_names`).
             prompt (`str` or `list[str]`, *optional*): t2i prompts.
             decoding (`str` or `DecodingConfig`, *optional*, defaults to "auto"): any method
                 of `mmspec.decoding` ("ar", "sjd", "mc-sjd+gsd", "zipar+mc-sjd", ...).

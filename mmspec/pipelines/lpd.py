@@ -168,7 +168,7 @@ class LPDPipeline(TokenImagePipeline):
         """Generates images in `num_inference_steps` forwards each.
 
         Args:
-            class_labels (`int`, `list[int]` or `torch.Tensor`): classes.
+            class_labels (`int`, `str`, a list of them or `torch.Tensor`): classes, by label or name.
             num_inference_steps (`int`, *optional*): forwards per image, a step count with a
                 group-size table (20 or 32 on a 16x16 grid); overrides `decoding`'s.
             decoding (`str` or `LPDDecoding`, *optional*, defaults to "lpd-20"): "lpd-20",
@@ -190,9 +190,12 @@ class LPDPipeline(TokenImagePipeline):
         sampling = sampling_config(self._default_sampling, guidance_scale=guidance_scale, temperature=temperature,
                                    top_k=top_k, top_p=top_p)
         check_images_per_prompt(num_images_per_prompt)
-        labels = as_class_labels(class_labels, self.transformer.config.class_num).repeat_interleave(num_images_per_prompt)
+        labels = as_class_labels(class_labels, self.transformer.config.class_num, self.class_names).repeat_interleave(num_images_per_prompt)
         decoding = self.check_decoding(decoding)
         if num_inference_steps is not None:
+            if isinstance(num_inference_steps, bool) or not isinstance(num_inference_steps, int) or num_inference_steps < 1:
+                raise ValueError(f"num_inference_steps must be a whole number >= 1 with a group-size table (20 or 32 on a "
+                                 f"16x16 grid), got {num_inference_steps!r}")
             decoding = LPDDecoding(num_inference_steps, decoding.repulsion)
         order = self.order(decoding.steps, decoding.repulsion if repulsion is None else repulsion)
         generator = self.check_batch(output_type, generator, len(labels), self.token_grid)

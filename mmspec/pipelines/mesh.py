@@ -32,6 +32,8 @@ from mmspec.metrics.mesh_classifier import MeshClassifier, MeshClassifierConfig
 from mmspec.models.mesh_opt import FACE_LOOKUP, MeshXLModel, mesh_prompts
 from mmspec.pipelines.pipeline_utils import (
     KV_CACHE_BUDGET_BYTES,
+    check_decoding_memory,
+    check_generator,
     load_module,
     load_transformers,
     pop_dtype,
@@ -141,6 +143,11 @@ class MeshPipeline(DiffusionPipeline):
         """Meshes one call may generate at the pipeline's `max_faces`."""
         return self.max_meshes_for(self.max_faces)
 
+    @property
+    def dtype(self) -> torch.dtype:
+        """The model's dtype (`torch_dtype=` on loading, or `.to(dtype)`)."""
+        return self.model.dtype
+
     # --- loading and saving --------------------------------------------------------------
 
     @classmethod
@@ -236,7 +243,8 @@ class MeshPipeline(DiffusionPipeline):
             window (`int`, *optional*, defaults to 16; auto: chosen): Jacobi draft window.
             constrain (`bool`, defaults to True): allow only coordinates, and `<eos>` at face
                 starts (see `mmspec.models.mesh_opt`); False samples the model unmasked.
-            generator (`torch.Generator`, *optional*): the source of every random draw.
+            generator (`torch.Generator` or `list[torch.Generator]`, *optional*): the source of
+                every random draw; a list gives one per mesh (meshes are then decoded one by one).
             return_dict (`bool`, defaults to True): a `MeshPipelineOutput`, else
                 `(meshes, stats)`.
             callback_on_step_end (`Callable`, *optional*): `fn(pipe, step, tokens_committed, {})`
@@ -249,17 +257,22 @@ class MeshPipeline(DiffusionPipeline):
             raise ValueError(f"num_meshes must be an integer >= 1, got {num_meshes!r}")
         faces = self.max_faces if max_faces is None else check_max_faces(max_faces, self.model)
         config = mesh_decoding(decoding, window)
-        if generator is not None and not isinstance(generator, torch.Generator):
-            raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
-        # 2. the prompts
         labels = None if labels is None else [label for label in labels for _ in range(num_meshes)]
         batch = num_meshes if labels is None else len(labels)
         if batch > self.max_meshes_for(faces):
             raise ValueError(f"{batch} meshes in one call exceed this model's {self.max_meshes_for(faces)} "
                              f"({KV_CACHE_BUDGET_BYTES // 2**30} GiB of cache at {faces} faces); split the request")
-        condition = {k: v.to(self.device) for k, v in mesh_prompts(labels, batch, self.class_token_offset).items()}
-        # 3. decode
+        generator = check_generator(generator, batch)
         token_model = MeshXLModel(self.model, faces, constrain)
+        check_decoding_memory(config, token_model.layout(), batch)
+        # 2. the prompts
+        condition = {k: v.to(self.device) for k, v in mesh_prompts(labels, batch, self.class_token_offset).items()}
+        # a list of generators decodes mesh by mesh, each with its own (mesh i depends on generator i alone)
+        if isinstance(generator, list):
+            runs = [({k: v[i:i + 1] for k, v in condition.items()}, g) for i, g in enumerate(generator)]
+        else:
+            runs = [(condition, generator)]
+        # 3. decode
         step = {"n": 0}
 
         def on_step(done: int, total: int) -> None:
@@ -267,13 +280,19 @@ class MeshPipeline(DiffusionPipeline):
                 callback_on_step_end(self, step["n"], done, {})
             step["n"] += 1
 
-        tokens, stats = generate(token_model, condition, config, sampling, generator, on_step,
-                                 stop_tokens=[EOS], pad_token_id=PAD)
+        tokens, stats = [], []
+        for run_condition, run_generator in runs:
+            run_tokens, run_stats = generate(token_model, run_condition, config, sampling, run_generator, on_step,
+                                             stop_tokens=[EOS], pad_token_id=PAD)
+            tokens.append(run_tokens)
+            stats += run_stats.per_sample()
+        width = max(t.shape[1] for t in tokens)  # runs stop at their own <eos>: pad to the longest
+        tokens = torch.cat([torch.nn.functional.pad(t, (0, width - t.shape[1]), value=PAD) for t in tokens])
         # 4. detokenize
         meshes, problems = zip(*(detokenize(row) for row in tokens.cpu()))
         if not return_dict:
-            return list(meshes), stats.per_sample()
-        return MeshPipelineOutput(meshes=list(meshes), tokens=tokens, stats=stats.per_sample(), problems=list(problems))
+            return list(meshes), stats
+        return MeshPipelineOutput(meshes=list(meshes), tokens=tokens, stats=stats, problems=list(problems))
 
 
 def detokenize(tokens: torch.Tensor) -> tuple[trimesh.Trimesh, str | None]:

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from diffusers import DiffusionPipeline
 
-from mmspec.checkpoint import check_finite, first_line
+from mmspec.checkpoint import check_finite, check_fits_memory, first_line
 from mmspec.decoding.config import DecodingConfig
 from mmspec.core.contracts import TokenModel
 from mmspec.core.layout import TokenLayout
@@ -34,6 +34,8 @@ MAX_GUIDANCE_SCALE = 100.0
 MAX_TEMPERATURE = 10.0
 # keys and values one call may hold (CFG rows included): what bounds images per call
 KV_CACHE_BUDGET_BYTES = 8 * 2**30
+# the logits and branch q's one forward may hold: what bounds branches and windows
+FORWARD_BUDGET_BYTES = 8 * 2**30
 
 
 def read_json(path: Path, what: str) -> dict:
@@ -67,18 +69,65 @@ def pop_dtype(cls: type, kwargs: dict) -> torch.dtype | None:
         raise ValueError(f"{cls.__name__}.from_pretrained got unknown keyword(s) {', '.join(kwargs)}; it takes torch_dtype")
     if len(given) > 1:
         raise ValueError("give torch_dtype or dtype, not both")
-    dtype = next(iter(given.values()), None)
+    return as_dtype(next(iter(given.values()), None))
+
+
+def as_dtype(dtype) -> torch.dtype | None:
+    """A floating `torch.dtype`, given as one or by its name ("float16", "torch.bfloat16"),
+    as diffusers and transformers take `torch_dtype`."""
+    if isinstance(dtype, str):
+        named = getattr(torch, dtype.removeprefix("torch."), None)
+        dtype = named if isinstance(named, torch.dtype) else dtype
     if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
-        raise ValueError(f"torch_dtype must be a floating torch.dtype such as torch.bfloat16, got {dtype!r}")
+        raise ValueError(f"torch_dtype must be a floating torch.dtype such as torch.bfloat16 or its name ('bfloat16'), got {dtype!r}")
     return dtype
+
+
+# the sizes of a transformers config (and of its nested text_config, vision_config, ...):
+# they must be whole numbers, and they bound the weights `transformers_weight_count` counts
+SIZE_KEYS = ("num_hidden_layers", "hidden_size", "intermediate_size", "ffn_dim", "vocab_size", "max_position_embeddings",
+             "num_attention_heads", "num_key_value_heads", "head_dim", "num_codebooks", "word_embed_proj_dim", "image_size",
+             "patch_size", "num_channels")
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+
+
+def transformers_weight_count(config: dict, where: str) -> int:
+    """About the weights of a transformers model of `config` (a `config.json` as a dict):
+    per block of every (nested) config 4 h^2 of attention and 3 h x ffn of MLP, and the
+    embedding and output tables. Sizes that are not whole numbers >= 0 are refused."""
+    for key in SIZE_KEYS:
+        value = config.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ValueError(f"{where}: {key!r} must be a whole number >= 0, got {value!r}")
+    h = config.get("hidden_size") or 0
+    ffn = config.get("intermediate_size") or config.get("ffn_dim") or 4 * h
+    count = (config.get("num_hidden_layers") or 0) * (4 * h * h + 3 * h * ffn)
+    count += (2 * (config.get("vocab_size") or 0) * (config.get("num_codebooks") or 1) + (config.get("max_position_embeddings") or 0)) * h
+    return count + sum(transformers_weight_count(sub, where) for sub in config.values() if isinstance(sub, dict))
+
+
+def check_transformers_config(folder: str | Path, dtype: torch.dtype | None) -> None:
+    """A transformers folder's `config.json`, refused in one line when its sizes are not
+    whole numbers or its weights would not fit the machine's memory: transformers would
+    build the model first (10**9 layers: minutes of growing memory) and fail late."""
+    path = Path(folder) / "config.json"
+    if not path.is_file():
+        return  # a hub name, or no model: transformers says what is missing
+    config = read_json(path, "transformers model")
+    saved = config.get("torch_dtype") or config.get("dtype")
+    itemsize = dtype.itemsize if dtype is not None else DTYPE_BYTES.get(saved, 4) if isinstance(saved, str) else 4
+    check_fits_memory(transformers_weight_count(config, str(path)) * itemsize, f"the model of {path}",
+                      "check the sizes in its config.json")
 
 
 def load_transformers(load: Callable, folder: str | Path, **kwargs):
     """`load(folder, **kwargs)` (a transformers `from_pretrained`), its multi-line errors (an
     `UnpicklingError` from `weights_only=True`, a damaged safetensors file) cut to one line
-    that names the folder. transformers loads `.bin` files with `weights_only=True`."""
+    that names the folder. transformers loads `.bin` files with `weights_only=True`. A
+    model's `config.json` is checked first (`check_transformers_config`)."""
     from safetensors import SafetensorError
 
+    check_transformers_config(folder, kwargs.get("dtype"))
     try:
         return load(folder, **kwargs)
     except pickle.UnpicklingError:  # its text suggests weights_only=False, which would run the code
@@ -102,8 +151,22 @@ def save_module(folder: Path, module: torch.nn.Module, config: dict) -> None:
 
 
 def load_module(folder: Path, model_cls, config_cls, what: str):
-    """What `save_module` wrote: `model_cls.from_checkpoint` with its `config_cls` from JSON."""
-    return model_cls.from_checkpoint(folder / "model.safetensors", config_cls.from_dict(read_json(folder / "config.json", what)))
+    """What `save_module` wrote: `model_cls.from_checkpoint` with its `config_cls` from JSON,
+    the config's types checked and its size held to the machine's memory before the module
+    is built (a config's own `weight_count`, else the module counted on the meta device)."""
+    config = config_cls.from_dict(read_json(folder / "config.json", what))
+    if config.weight_count() is not None:
+        config.check_size()
+    else:
+        try:
+            with torch.device("meta"):
+                module = model_cls(config)
+        except (RuntimeError, NotImplementedError):
+            module = None  # a constructor that computes on its tensors (mel filterbanks); its sizes are widths, not depths
+        if module is not None:
+            count = sum(t.numel() for t in [*module.parameters(), *module.buffers()])
+            check_fits_memory(4 * count, f"the {what} in {folder}", "check the sizes in its config.json")
+    return model_cls.from_checkpoint(folder / "model.safetensors", config)
 
 
 def as_prompts(prompt, name: str = "prompt") -> list[str]:
@@ -153,6 +216,35 @@ def check_decoding_limits(decoding: str | DecodingConfig, grid: tuple[int, int])
         raise ValueError(f"window {config.window} is longer than the {rows * cols}-token sequence; choose 1 to {rows * cols}")
     if config.zipar_window is not None and config.zipar_window > cols:
         raise ValueError(f"zipar_window {config.zipar_window} is longer than a {cols}-token row; choose 1 to {cols}")
+    return config
+
+
+def check_decoding_memory(decoding: str | DecodingConfig, layout: TokenLayout, rows: int) -> DecodingConfig:
+    """`decoding` parsed and refused (one line, before any allocation) when it cannot fit
+    the sequence of `layout` or the memory of one forward over `rows` sequences:
+
+    - a draft window longer than the sequence only costs time and memory;
+    - a branch takes, per codebook, distinct tokens other than its slot's draft: at most
+      `V - 1` of them;
+    - one forward feeds up to `extra_positions` inputs a sequence (windows and branch
+      nodes), and holds logits `[2 rows, M, K, V]` (CFG rows beside them) and the branch
+      q's, float32: `FORWARD_BUDGET_BYTES` bound them (`--branches 10**6` asked for 73 GB).
+    """
+    from mmspec.decoding.jacobi import extra_positions
+
+    config = as_decoding(decoding)
+    T, V, K = layout.length, layout.vocab_size, layout.tokens_per_step
+    if config.method != "ar" and config.window is not None and config.window > T:
+        raise ValueError(f"window {config.window} is longer than the {T}-step sequence; choose 1 to {T}")
+    if config.branches and config.branches >= V:
+        raise ValueError(f"branches {config.branches} asks for more candidates per codebook than the {V - 1} tokens besides "
+                         f"the draft that this model's {V}-token vocabulary holds; choose 0 to {V - 1}")
+    inputs = extra_positions(layout, config)
+    needed = 3 * 2 * rows * inputs * K * V * 4  # logits of cond and uncond rows, and the q's behind branch nodes
+    if needed > FORWARD_BUDGET_BYTES:
+        raise ValueError(f"{config.name} feeds up to {inputs} inputs a forward: {needed / 2**30:.1f} GiB of logits for {rows} "
+                         f"sequence(s), more than the {FORWARD_BUDGET_BYTES // 2**30} GiB one call may hold; lower the branches "
+                         "or the window, or split the request")
     return config
 
 
@@ -245,7 +337,17 @@ class TokenImagePipeline(DiffusionPipeline):
             >>> pipe.check_decoding("zipar+mc-sjd").zipar_window  # doctest: +SKIP
             8
         """
-        return check_decoding_limits(decoding, self.token_grid)
+        config = check_decoding_limits(decoding, self.token_grid)
+        return check_decoding_memory(config, self.decoding_layout(self.token_grid), 1)
+
+    @property
+    def token_vocab_size(self) -> int:
+        """Ids the generator's head scores at every position (V of the logits)."""
+        return self.transformer.config.vocab_size
+
+    def decoding_layout(self, grid: tuple[int, int]) -> TokenLayout:
+        """The layout of a call at `grid` tokens, as far as bounds need it (length, axes, V)."""
+        return TokenLayout.grid(grid, self.token_vocab_size)
 
     def check_batch(self, output_type: str, generator, num_images: int, grid: tuple[int, int]):
         """The output type, the number of images at `grid` tokens and the generator(s);
@@ -264,7 +366,8 @@ class TokenImagePipeline(DiffusionPipeline):
         """Step 1 for every Jacobi-decoded family: the decoding against the call's token
         `grid`, then `check_batch`; before any work."""
         generator = self.check_batch(output_type, generator, num_images, grid)
-        return check_decoding_limits(decoding, grid), generator
+        config = check_decoding_limits(decoding, grid)
+        return check_decoding_memory(config, self.decoding_layout(grid), num_images), generator
 
     def decode_tokens(
         self,
@@ -378,6 +481,10 @@ class TransformersImagePipeline(TokenImagePipeline):
     @property
     def default_sampling(self) -> dict:
         return resolve_sampling(self.family_sampling)
+
+    @property
+    def token_vocab_size(self) -> int:
+        return self.model.config.text_config.vocab_size
 
     def max_images_for(self, grid: tuple[int, int]) -> int:
         """Counts the image's tokens; prompts are not known before the call."""

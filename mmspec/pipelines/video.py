@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from diffusers.utils import BaseOutput
 
+from mmspec.core.layout import TokenLayout
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.stats import DecodeStats
 from mmspec.images import to_pil, to_uint8
@@ -125,6 +126,11 @@ class VideoPipeline(TokenImagePipeline):
     def default_sampling(self) -> dict:
         return dict(self._default_sampling)
 
+    def decoding_layout(self, grid: tuple[int, int]) -> TokenLayout:
+        """Frames of `frame_grid` on the axes (frame, row, col), as many as `grid` rows hold."""
+        rows, cols = self.frame_grid
+        return TokenLayout.grid((grid[0] // rows, rows, cols), self.token_vocab_size)
+
     def max_images_for(self, grid: tuple[int, int]) -> int:
         c = self.transformer.config
         return images_within_budget(c.n_layer, c.kv_heads, c.head_dim, c.cls_token_num + grid[0] * grid[1], self.transformer.dtype)
@@ -201,7 +207,8 @@ class VideoPipeline(TokenImagePipeline):
         """Generates videos.
 
         Args:
-            class_labels (`int`, `list[int]` or `torch.Tensor`): the classes (`class_names`).
+            class_labels (`int`, `str`, a list of them or `torch.Tensor`): the classes, by label or
+                by name (`class_names`).
             num_frames (`int`, *optional*): frames per video, 1 to `num_frames` (the model's,
                 by default); fewer frames decode a prefix of the sequence.
             decoding (`str` or `DecodingConfig`, *optional*, defaults to "auto"): any method
@@ -224,7 +231,7 @@ class VideoPipeline(TokenImagePipeline):
                                    top_k=top_k, top_p=top_p)
         check_images_per_prompt(num_videos_per_prompt)
         frames = self.check_num_frames(num_frames)
-        labels = as_class_labels(class_labels, self.transformer.config.num_classes)
+        labels = as_class_labels(class_labels, self.transformer.config.num_classes, self.class_names)
         rows, cols = self.frame_grid
         decoding, generator = self.check_common(decoding, output_type, generator, len(labels) * num_videos_per_prompt,
                                                 (frames * rows, cols))

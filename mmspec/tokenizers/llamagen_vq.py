@@ -60,6 +60,16 @@ class VQConfig(JSONConfig):
         if any(w % 32 for w in widths):
             raise ValueError(f"VQ channel widths {sorted(set(widths))} must be multiples of 32 (GroupNorm(32))")
 
+    def weight_count(self) -> int:
+        """About the weights of a `LlamaGenVQ` of this config (3x3 convolutions of every
+        resolution's blocks, encoder and decoder, the middle blocks, the codebook)."""
+        enc = [self.base_channels * m for m in self.encoder_ch_mult]
+        dec = [self.base_channels * m for m in self.decoder_ch_mult]
+        convs = sum((2 * self.num_res_blocks + 1) * w * w for w in enc) + sum((2 * self.num_res_blocks + 3) * w * w for w in dec)
+        middle = 6 * (enc[-1] ** 2 + dec[-1] ** 2) if enc and dec else 0
+        ends = 9 * self.z_channels * (sum(enc[-1:]) + sum(dec[-1:])) + 2 * self.z_channels * self.codebook_embed_dim
+        return 9 * convs + middle + ends + self.codebook_size * self.codebook_embed_dim
+
     @property
     def downsample(self) -> int:
         return 2 ** (len(self.encoder_ch_mult) - 1)

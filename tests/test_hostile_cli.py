@@ -1,0 +1,114 @@
+"""Hostile command lines for the generic verbs (`generate`, `bench`, `batch`, `caption`,
+`demo`) and the shipped models' names: each case once gave a traceback, or worked only
+inside the repository, and now ends in a result or one line on stderr with exit status 2."""
+
+import socket
+
+import pytest
+from PIL import Image
+
+from mmspec.cli import main
+
+
+def run(capsys, *argv) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().err
+
+
+def assert_one_line_error(code: int, err: str, *words: str) -> None:
+    assert code == 2, err
+    lines = [line for line in err.splitlines() if line.startswith("mmspec")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+@pytest.fixture
+def scratch(tmp_path, monkeypatch):
+    """A scratch folder outside the repository as the working directory."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+# --- a pipeline of the wrong family for the verb ------------------------------------------
+
+
+@pytest.mark.parametrize("family, verb", [("video", "video"), ("speech", "speak"), ("mesh", "mesh"), ("captioner", "caption")])
+def test_generate_refuses_another_family_naming_its_verb(capsys, scratch, family, verb):
+    """`generate --pipeline mmspec/assets/video` (and speech, mesh, captioner) tracebacked."""
+    code, err = run(capsys, "generate", "--pipeline", family, "--out", str(scratch / "g.png"))
+    assert_one_line_error(code, err, f"mmspec {verb}")
+    assert not (scratch / "g.png").exists()
+
+
+def test_batch_refuses_a_mesh_pipeline(capsys, scratch):
+    (scratch / "items.txt").write_text("0\n")
+    code, err = run(capsys, "batch", "--pipeline", "mesh", "--prompts", "items.txt", "--out", "b")
+    assert_one_line_error(code, err, "MeshPipeline", "mmspec mesh")
+
+
+def test_bench_refuses_a_video_pipeline_before_any_decode(capsys, scratch):
+    """`bench --pipeline .../video` ran AR first, then tracebacked."""
+    code, err = run(capsys, "bench", "--pipeline", "video", "--out-dir", "bench")
+    assert_one_line_error(code, err, "VideoPipeline", "mmspec video")
+
+
+def test_caption_refuses_an_image_generator(capsys, scratch):
+    Image.new("RGB", (64, 64)).save(scratch / "a.png")
+    code, err = run(capsys, "caption", "a.png", "--pipeline", "default")
+    assert_one_line_error(code, err, "LlamaGenPipeline", "mmspec generate")
+
+
+# --- bounds ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("branches", ["600", "1000000"])
+def test_generate_refuses_branches_past_the_vocabulary(capsys, scratch, branches):
+    """`--branches 1000000` tried to allocate 73 GB; `--branches 600` ran for minutes."""
+    code, err = run(capsys, "generate", "--decoding", "mc-sjd", "--branches", branches, "--out", "g.png")
+    assert_one_line_error(code, err, "branches")
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "0", "http"])
+def test_demo_refuses_a_bad_port_at_once(capsys, port):
+    """`demo --port 99999` or `--port -1` tracebacked after loading the models."""
+    code, err = run(capsys, "demo", "--port", port)
+    assert code == 2 and "port" in err and "Traceback" not in err
+
+
+def test_demo_refuses_a_port_in_use_before_loading(capsys):
+    pytest.importorskip("gradio")
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        code, err = run(capsys, "demo", "--port", str(port))
+    assert_one_line_error(code, err, str(port))
+
+
+# --- shipped models by name, class names or labels ------------------------------------------
+
+
+def test_shipped_lpd_model_by_name_from_any_folder(capsys, scratch):
+    """`--pipeline mmspec/assets/lpd` worked only in the repository; `--pipeline lpd` works anywhere."""
+    code = main(["generate", "--pipeline", "lpd", "--classes", "circle", "--per-class", "1", "--out", "g.png"])
+    assert code == 0, capsys.readouterr().err
+    assert (scratch / "g.png").is_file()
+
+
+def test_generate_takes_class_names_and_labels(capsys, scratch):
+    """`generate --classes` took only labels while video and mesh take names."""
+    code = main(["generate", "--classes", "circle", "1", "--per-class", "1", "--decoding", "ar", "--out", "g.png"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "rows: circle, square" in out.out
+
+
+def test_generate_refuses_an_unknown_class_name(capsys, scratch):
+    code, err = run(capsys, "generate", "--classes", "hexagon", "--out", "g.png")
+    assert_one_line_error(code, err, "hexagon", "circle")
+
+
+def test_an_unknown_pipeline_name_lists_the_shipped_ones(capsys, scratch):
+    code, err = run(capsys, "generate", "--pipeline", "nosuchmodel", "--out", "g.png")
+    assert_one_line_error(code, err, "nosuchmodel", "lpd", "speech")

@@ -1,0 +1,152 @@
+"""Hostile inputs to every pipeline family: configs that would allocate past the machine's
+memory or carry wrong types, decodings whose branches or windows imply more memory than a
+call may take, and the habits every pipeline shares (`.to()`, `.device`, `.dtype`,
+`torch_dtype` by name, lists of generators, class names or indices). Each test pins a bug
+that once gave a traceback, a hang or a silent repair instead of a one-line error."""
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from mmspec.assets import CAPTIONER_ASSETS, DEFAULT_ASSETS, LPD_ASSETS, MESH_ASSETS, SPEECH_ASSETS, VIDEO_ASSETS
+from mmspec.pipelines import load_pipeline
+
+SHIPPED = {"default": DEFAULT_ASSETS, "lpd": LPD_ASSETS, "video": VIDEO_ASSETS, "mesh": MESH_ASSETS,
+           "speech": SPEECH_ASSETS, "captioner": CAPTIONER_ASSETS}
+
+
+def linked_copy(src: Path, dst: Path) -> Path:
+    """A copy of a saved pipeline whose files are links to the shipped ones (JSON files are
+    real copies, to be edited)."""
+    def link_or_copy(s, d):
+        return shutil.copy2(s, d) if s.endswith(".json") else os.symlink(os.path.abspath(s), d)
+
+    shutil.copytree(src, dst, copy_function=link_or_copy)
+    return dst
+
+
+def edit_json(path: Path, **changes) -> None:
+    data = json.loads(path.read_text())
+    data.update(changes)
+    path.write_text(json.dumps(data))
+
+
+def edit_nested(path: Path, key: str, **changes) -> None:
+    data = json.loads(path.read_text())
+    data[key].update(changes)
+    path.write_text(json.dumps(data))
+
+
+@pytest.fixture(scope="module")
+def pipes():
+    """Every shipped pipeline, loaded once for the module."""
+    return {name: load_pipeline(path) for name, path in SHIPPED.items()}
+
+
+# --- configs: sizes and types, refused on load --------------------------------------------
+
+# (pipeline, config file inside it, changes): each once made a traceback, a 7.8 GB climb or a hang
+HOSTILE_CONFIGS = [
+    ("default", "transformer/config.json", {"n_layer": 10**9}),
+    ("default", "transformer/config.json", {"dim": 10**7, "n_head": 1}),
+    ("default", "transformer/config.json", {"vocab_size": 10**10}),
+    ("default", "transformer/config.json", {"n_layer": "6"}),
+    ("default", "transformer/config.json", {"n_head": 0}),
+    ("default", "vqvae/config.json", {"num_res_blocks": 10**9}),
+    ("default", "classifier/config.json", {"widths": [32, 10**7, 128, 128]}),
+    ("lpd", "transformer/config.json", {"decoder_depth": 10**9}),
+    ("lpd", "transformer/config.json", {"decoder_depth": 2.5}),
+    ("video", "transformer/config.json", {"n_layer": 10**9}),
+    ("mesh", "model/config.json", {"num_hidden_layers": 10**9}),
+    ("mesh", "model/config.json", {"hidden_size": "128"}),
+    ("speech", "decoder/config.json", {"num_hidden_layers": 10**9}),
+]
+
+
+@pytest.mark.parametrize("name, config, changes", HOSTILE_CONFIGS, ids=[f"{n}-{next(iter(c))}" for n, _, c in HOSTILE_CONFIGS])
+def test_hostile_config_is_refused_in_one_line_before_allocating(tmp_path, name, config, changes):
+    """A config of 10**9 layers grew to 7.8 GB (the mesh model's hung for minutes), and
+    `"n_layer": "6"` gave a TypeError: each is now one ValueError naming the config, fast."""
+    root = linked_copy(SHIPPED[name], tmp_path / name)
+    path = root / config
+    path.unlink() if path.is_symlink() else None
+    shutil.copy2(SHIPPED[name] / config, path)
+    edit_json(path, **changes)
+    started = time.perf_counter()
+    with pytest.raises(ValueError) as err:
+        load_pipeline(root)
+    assert time.perf_counter() - started < 20
+    message = str(err.value)
+    assert "\n" not in message
+    assert next(iter(changes)) in message or "memory" in message or "size" in message
+
+
+@pytest.mark.parametrize("changes", [{"num_hidden_layers": 10**9}, {"vocab_size": 10**12}, {"hidden_size": True}])
+def test_nested_text_config_is_checked(tmp_path, changes):
+    """A captioner whose nested text_config asks for 10**9 layers, 10**12 ids or a boolean
+    width is refused before transformers builds it."""
+    root = linked_copy(CAPTIONER_ASSETS, tmp_path / "cap")
+    edit_nested(root / "model" / "config.json", "text_config", **changes)
+    with pytest.raises(ValueError, match="memory|whole number"):
+        load_pipeline(root)
+
+
+# --- branches and windows: bounded by the sequence and by the memory they imply ------------
+
+
+def test_image_branches_past_the_vocabulary_are_refused(pipes):
+    """`generate --branches 1000000` tried to allocate 73 GB and `--branches 600` ran for
+    minutes on a 512-token vocabulary: both are refused before the call decodes."""
+    from mmspec.decoding.config import DecodingConfig
+
+    pipe = pipes["default"]
+    for branches in (600, 10**6):
+        with pytest.raises(ValueError, match="branches"):
+            pipe(class_labels=[0], decoding=DecodingConfig.from_name("mc-sjd", branches=branches), output_type="tokens")
+        with pytest.raises(ValueError, match="branches"):
+            pipe.check_decoding(DecodingConfig.from_name("mc-sjd", branches=branches))
+
+
+def test_speech_branches_past_the_codebook_are_refused(pipes):
+    """`speak --branches 1000000` tried to allocate 393 GB."""
+    from mmspec.decoding.config import DecodingConfig
+
+    with pytest.raises(ValueError, match="branches"):
+        pipes["speech"]("seven", decoding=DecodingConfig.from_name("mc-sjd", branches=10**6))
+
+
+def test_speech_window_past_the_clip_is_refused_as_images_refuse_it(pipes):
+    """`speak --window 1000000` was silently cut to the clip, while images refuse the same."""
+    from mmspec.decoding.config import DecodingConfig
+
+    with pytest.raises(ValueError, match="window 1000000"):
+        pipes["speech"].check_decoding(DecodingConfig.from_name("mc-sjd", window=10**6))
+
+
+def test_mesh_window_and_branches_are_bounded(pipes):
+    """The mesh pipeline took any window and any branch count to the engine."""
+    from mmspec.decoding.config import DecodingConfig
+
+    mesh = pipes["mesh"]
+    with pytest.raises(ValueError, match="window"):
+        mesh(class_labels=["box"], decoding="sjd", window=10**6, max_faces=2)
+    with pytest.raises(ValueError, match="branches"):
+        mesh(class_labels=["box"], decoding=DecodingConfig.from_name("mc-sjd", branches=10**6), max_faces=2)
+
+
+def test_forward_memory_bound_counts_the_rows_of_a_call(pipes):
+    """Branches inside the vocabulary can still ask more of one forward than a call may
+    hold when many sequences decode together: refused, naming the memory."""
+    from mmspec.core.layout import TokenLayout
+    from mmspec.decoding.config import DecodingConfig
+    from mmspec.pipelines.pipeline_utils import check_decoding_memory
+
+    layout = TokenLayout.grid((64, 64), 16384)
+    with pytest.raises(ValueError, match="GiB"):
+        check_decoding_memory(DecodingConfig.from_name("mc-sjd", branches=4000), layout, 4)
+    assert check_decoding_memory(DecodingConfig.from_name("mc-sjd", branches=2), layout, 1).branches == 2
