@@ -100,10 +100,10 @@ def _torch_load_weights_only(path: str):
     try:
         with torch.serialization.safe_globals([argparse.Namespace]):
             return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as err:
+    except pickle.UnpicklingError:  # torch's text advises weights_only=False, which would run the file's code
         raise ValueError(
-            f"{path} needs arbitrary unpickling to load ({first_line(err)}); mmspec refuses to execute code from "
-            f"a checkpoint. Re-save its state dict alone (torch.save(ckpt['model'], ...)) or as safetensors."
+            f"{path} holds objects other than tensors and needs arbitrary unpickling to load; mmspec refuses to execute "
+            f"code from a checkpoint. Re-save its state dict alone (torch.save(ckpt['model'], ...)) or as safetensors."
         ) from None
 
 

@@ -84,7 +84,7 @@ def test_every_verb_honours_the_decoding_flags(pipeline_dir, tmp_path, capsys, v
 @pytest.mark.parametrize(
     "argv,message",
     [
-        (["generate", "--classes", "7"], "--classes must be one or more labels in [0, 3)"),
+        (["generate", "--classes", "7"], "--classes '7' is neither a class name (circle, square, stripes) nor a label in [0, 3)"),
         (["generate", "--decoding", "warp"], "unknown decoding 'warp'"),
         (["generate", "--guidance-scale", "-1"], "guidance_scale must be >= 0"),
         (["generate", "--guidance-scale", "inf"], "guidance_scale must be finite and at most 100"),

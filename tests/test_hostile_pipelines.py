@@ -150,3 +150,105 @@ def test_forward_memory_bound_counts_the_rows_of_a_call(pipes):
     with pytest.raises(ValueError, match="GiB"):
         check_decoding_memory(DecodingConfig.from_name("mc-sjd", branches=4000), layout, 4)
     assert check_decoding_memory(DecodingConfig.from_name("mc-sjd", branches=2), layout, 1).branches == 2
+
+
+# --- the habits every family shares ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(SHIPPED))
+def test_torch_dtype_by_name_and_dtype_report_agree(name):
+    """`torch_dtype="float16"`, a string as diffusers and transformers take it, was
+    refused, and the mesh pipeline loaded as float64 reported float32."""
+    pipe = load_pipeline(name, torch_dtype="float64")
+    assert pipe.dtype == torch.float64 and pipe.device.type == "cpu"
+    with pytest.raises(ValueError, match="torch_dtype"):
+        load_pipeline(name, torch_dtype="int8")
+
+
+def test_speech_pipeline_moves_and_casts_like_every_pipeline(pipes):
+    """`.to("cpu")`, `.to(torch.float64)` and `.to(torch.bfloat16)` failed with
+    `'WordClassifier' object has no attribute 'dtype'`, and `.device`/`.dtype` were missing."""
+    pipe = load_pipeline("speech")
+    assert pipe.to("cpu") is pipe and pipe.device.type == "cpu"
+    assert pipe.to(torch.bfloat16).dtype == torch.bfloat16
+    assert pipe.to(torch.float64).dtype == torch.float64
+    out = pipe("seven", decoding="ar", duration_s=0.1, generator=torch.Generator().manual_seed(0))
+    assert out.audios.dtype == torch.float32 and torch.isfinite(out.audios).all()
+
+
+def test_mesh_pipeline_takes_a_list_of_generators(pipes):
+    """`MeshPipeline` refused the list of generators the other pipelines take; mesh i
+    depends on generator i alone."""
+    mesh = pipes["mesh"]
+    kwargs = dict(class_labels=["box", "torus"], decoding="ar", max_faces=3)
+    both = mesh(**kwargs, generator=[torch.Generator().manual_seed(1), torch.Generator().manual_seed(2)])
+    alone = mesh(class_labels=["torus"], decoding="ar", max_faces=3, generator=torch.Generator().manual_seed(2))
+    assert len(both.meshes) == 2 and len(both.stats) == 2
+    row = both.tokens[1][: alone.tokens.shape[1]]
+    assert torch.equal(row, alone.tokens[0])
+    with pytest.raises(ValueError, match="one per"):
+        mesh(**kwargs, generator=[torch.Generator()])
+
+
+@pytest.mark.parametrize("name, label", [("default", "square"), ("lpd", "square"), ("video", "circle grow")])
+def test_class_pipelines_take_class_names_or_indices(pipes, name, label):
+    """Image and video pipelines took only indices while the mesh pipeline takes names."""
+    pipe = pipes[name]
+    index = pipe.class_names.index(label)
+    call = dict(output_type="tokens", generator=torch.Generator().manual_seed(0))
+    if name == "video":
+        call.update(num_frames=1, decoding="ar")
+    elif name == "default":
+        call.update(decoding="ar")
+    by_name = pipe(class_labels=[label], **call)
+    call["generator"] = torch.Generator().manual_seed(0)
+    by_index = pipe(class_labels=[index], **call)
+    assert torch.equal(by_name.tokens, by_index.tokens)
+    with pytest.raises(ValueError, match="unknown class name 'hexagon'"):
+        pipe(class_labels=["hexagon"], output_type="tokens")
+
+
+def test_a_huge_class_label_is_out_of_range_not_an_overflow(pipes):
+    """`class_labels=[10**20]` said "Overflow when unpacking long long"."""
+    with pytest.raises(ValueError, match=r"class label 100000000000000000000 is out of range \[0, 10\)"):
+        pipes["default"](class_labels=[10**20], output_type="tokens")
+
+
+@pytest.mark.parametrize("steps", [0, -3, 2.5, True])
+def test_lpd_refuses_a_step_count_that_is_no_count(pipes, steps):
+    """LPD's `num_inference_steps=0` was silently the default."""
+    with pytest.raises(ValueError, match="num_inference_steps"):
+        pipes["lpd"](class_labels=[0], num_inference_steps=steps, output_type="tokens")
+
+
+@pytest.mark.parametrize("duration", [float("nan"), float("inf")])
+def test_speech_refuses_a_duration_that_is_not_finite(pipes, duration):
+    """`speak --duration nan` said "cannot convert float NaN to integer"."""
+    with pytest.raises(ValueError, match="finite number of seconds"):
+        pipes["speech"].steps_for(duration)
+
+
+class Pickled:
+    """An object only arbitrary unpickling rebuilds."""
+
+
+def test_a_pickled_checkpoint_refusal_does_not_advise_unsafe_loading(tmp_path):
+    """The refusal quoted torch's advice to set `weights_only=False`, which would run the file's code."""
+    from mmspec.checkpoint import read_state_dict
+
+    path = tmp_path / "ckpt.pt"
+    torch.save({"model": {"w": torch.zeros(1)}, "obj": Pickled()}, path)  # a class weights_only does not allow
+    with pytest.raises(ValueError) as err:
+        read_state_dict(path)
+    assert "weights_only=False" not in str(err.value) and "refuses to execute" in str(err.value)
+
+
+def test_shipped_models_load_by_name_from_any_folder(tmp_path, monkeypatch):
+    """After `pip install .` only the default model had a name usable from another folder."""
+    from mmspec.pipelines.mesh import MeshPipeline
+
+    monkeypatch.chdir(tmp_path)
+    assert type(load_pipeline("video")).__name__ == "VideoPipeline"
+    assert MeshPipeline.from_pretrained("mesh").class_names[0] == "box"
+    with pytest.raises(ValueError, match="shipped model's name"):
+        load_pipeline("nosuch")

@@ -3,7 +3,7 @@ with the forward pass that committed it (the same colour for every token one for
 committed), so a reader sees how many tokens each forward of a method accepts.
 
 Registered in `mmspec.apps.demo.TABS`; `build_caption_tab()` lays out its widgets inside
-the `gr.Tab` it is called in.
+the `gr.Tab` it is called in, around the shipped captioner or a given `CaptioningPipeline`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import time
 
 import gradio as gr
 import numpy as np
+import PIL.Image
 import torch
 from transformers.generation.streamers import BaseStreamer
 
@@ -30,6 +31,25 @@ def shipped_captioner() -> CaptioningPipeline:
     pipe = CaptioningPipeline.from_pretrained(CAPTIONER_ASSETS)
     pipe.set_progress_bar_config(disable=True)
     return pipe
+
+
+def image_upload(**kwargs) -> gr.Image:
+    """A `gr.Image` that refuses an upload which is not an image with a message saying so
+    (Gradio's own says only that the app raised an exception). Its `preprocess` is wrapped
+    on the instance: a subclass of a Gradio component would make Gradio write a `.pyi`
+    stub beside this module."""
+    image = gr.Image(**kwargs)
+    preprocess = image.preprocess
+
+    def readable_preprocess(payload):
+        try:
+            return preprocess(payload)
+        except (PIL.UnidentifiedImageError, OSError, ValueError) as err:
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise gr.Error(f"the upload is not an image this app can read ({reason}); give a PNG or JPEG file") from None
+
+    image.preprocess = readable_preprocess
+    return image
 
 
 class ForwardChunks(BaseStreamer):
@@ -70,14 +90,14 @@ def shapes_image(seed):
     return to_pil(torch.from_numpy(images))[0]
 
 
-def caption_stream(image, prompt: str, decoding: str, max_new_tokens):
+def caption_stream(image, prompt: str, decoding: str, max_new_tokens, pipe: CaptioningPipeline | None = None):
     """Yields the caption so far as marked tokens, then the commit marks of the finished
-    decode and a line of statistics."""
+    decode and a line of statistics; `pipe` is the shipped captioner unless given."""
     if image is None:
         raise gr.Error("give an image, or draw a Shapes image")
     if len(prompt) > MAX_PROMPT_CHARS:
         raise gr.Error(f"the prompt is {len(prompt)} characters; at most {MAX_PROMPT_CHARS}")
-    pipe = shipped_captioner()
+    pipe = pipe or shipped_captioner()
     tokenizer = pipe.processor.tokenizer
     streamer, result = ForwardChunks(), {}
 
@@ -111,11 +131,14 @@ def caption_stream(image, prompt: str, decoding: str, max_new_tokens):
     )
 
 
-def build_caption_tab() -> None:
-    """Lays out the captioning tab inside the `gr.Tab` it is called in."""
+def build_caption_tab(pipe: CaptioningPipeline | None = None) -> None:
+    """Lays out the captioning tab inside the `gr.Tab` it is called in, around `pipe` (the
+    shipped captioner unless given)."""
+    if pipe is not None:
+        pipe.set_progress_bar_config(disable=True)
     with gr.Row():
         with gr.Column():
-            image = gr.Image(type="pil", label="image", height=256)
+            image = image_upload(type="pil", label="image", height=256)
             with gr.Row():
                 seed = gr.Number(value=0, precision=0, minimum=0, label="Shapes seed")
                 draw = gr.Button("draw a Shapes image")
@@ -125,8 +148,13 @@ def build_caption_tab() -> None:
             max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=64, step=1, label="max new tokens")
             run = gr.Button("caption", variant="primary")
         with gr.Column():
-            caption = gr.HighlightedText(label="caption (one colour per forward pass)", combine_adjacent=False,
+            caption_box = gr.HighlightedText(label="caption (one colour per forward pass)", combine_adjacent=False,
                                          show_legend=False)
             status = gr.Markdown()
     draw.click(shapes_image, inputs=seed, outputs=image, api_name="draw_shapes")
-    run.click(caption_stream, inputs=[image, prompt, decoding, max_new_tokens], outputs=[caption, status], api_name="caption")
+
+    def caption(image, prompt, decoding, max_new_tokens):
+        """The caption of `image`, streamed: tokens marked with the forward that committed them, and a status line."""
+        yield from caption_stream(image, prompt, decoding, max_new_tokens, pipe)
+
+    run.click(caption, inputs=[image, prompt, decoding, max_new_tokens], outputs=[caption_box, status], api_name="caption")

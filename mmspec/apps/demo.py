@@ -1,11 +1,16 @@
 """Gradio demo: the same seed decoded by AR and by accelerated methods, side by side.
 
 Run `mmspec demo` (127.0.0.1:7860 by default, the shipped model) or
-`mmspec demo --pipeline DIR --host 0.0.0.0 --port 8000`; any saved pipeline works, class-
-or prompt-conditioned. The app only lays out widgets and calls the pipeline, through what
-the pipeline says of itself (`condition_kind`, `class_names`, `token_grid`, ...).
+`mmspec demo --pipeline DIR --host 0.0.0.0 --port 8000`; any saved pipeline of any family
+works. A raster image pipeline (LlamaGen, Emu3, Janus; class- or prompt-conditioned) fills
+the Images tab; a pipeline of another family (captioner, mesh, speech, video, LPD) fills
+its own tab, and the Images tab then shows the shipped image model. The app only lays out
+widgets and calls the pipelines, through what each says of itself (`condition_kind`,
+`class_names`, `token_grid`, ...).
 
-Its API is one endpoint, `/generate`, with named parameters and outputs:
+Its API has one endpoint per action, each with named parameters and outputs: `/generate`
+(images), `/generate_lpd`, `/caption` and `/draw_shapes`, `/generate_mesh`, `/speak` and
+`/generate_video`:
 
     >>> from gradio_client import Client  # doctest: +SKIP
     >>> images, stats, heatmaps, status = Client("http://127.0.0.1:7860/").predict(  # doctest: +SKIP
@@ -44,14 +49,17 @@ MAX_GSD_RANK_WINDOW = 256  # GSD compares 2 x rank_window candidates per draft
 MAX_PROMPT_CHARS = 500  # a prompt's prefill is part of every decode of the request
 CONCURRENCY = 2  # requests decoded at once
 # the other modalities' tabs: (title, module, function that lays out the tab's contents
-# inside its `gr.Tab` and loads the modality's shipped pipeline)
-TABS: tuple[tuple[str, str, str], ...] = (
-    ("Captions", "mmspec.apps.caption_tab", "build_caption_tab"),
-    ("Meshes", "mmspec.apps.mesh_tab", "build_mesh_tab"),
-    ("Speech", "mmspec.apps.audio_tab", "build_speech_tab"),
-    ("Video", "mmspec.apps.video_tab", "build_video_tab"),
-    ("LPD", "mmspec.apps.lpd_tab", "build_lpd_tab"),
+# inside its `gr.Tab` and loads the modality's shipped pipeline unless given one, the
+# pipeline class it takes, and the keyword that gives it)
+TABS: tuple[tuple[str, str, str, str, str], ...] = (
+    ("Captions", "mmspec.apps.caption_tab", "build_caption_tab", "CaptioningPipeline", "pipe"),
+    ("Meshes", "mmspec.apps.mesh_tab", "build_mesh_tab", "MeshPipeline", "pipe"),
+    ("Speech", "mmspec.apps.audio_tab", "build_speech_tab", "SpeechPipeline", "pipe"),
+    ("Video", "mmspec.apps.video_tab", "build_video_tab", "VideoPipeline", "pipe"),
+    ("LPD", "mmspec.apps.lpd_tab", "build_lpd_tab", "LPDPipeline", "lpd"),
 )
+# whole-number fields are read unrounded (no `precision=0`), so that `whole` refuses 2.5
+# instead of Gradio rounding it to 2
 QUEUE_SIZE = 16  # requests waiting beyond that are refused, not queued for ever
 
 
@@ -142,6 +150,15 @@ def compare(pipe, condition: dict, methods: list[str], settings: dict):
 
 
 def build_demo(pipe) -> gr.Blocks:
+    """The app around `pipe`: in the Images tab when it is a raster image pipeline, else in
+    its family's tab (the Images tab then shows the shipped image model)."""
+    given = {title: (pipe, keyword) for title, _, _, cls, keyword in TABS if type(pipe).__name__ == cls}
+    if given:
+        from mmspec.assets import DEFAULT_ASSETS
+        from mmspec.pipelines import load_pipeline
+
+        pipe = load_pipeline(DEFAULT_ASSETS)
+        pipe.set_progress_bar_config(disable=True)
     defaults = pipe.default_sampling
     window_max = min(MAX_WINDOW, pipe.sequence_length)
     cols = pipe.token_grid[1]
@@ -164,22 +181,20 @@ def build_demo(pipe) -> gr.Blocks:
                     methods = gr.CheckboxGroup(METHODS, value=DEFAULT_METHODS, label=f"methods to compare with AR (at most {MAX_METHODS})")
                     with gr.Row():
                         seed = gr.Textbox(value="0", label="seed", elem_id="seed")
-                        window = gr.Number(value=min(16, window_max), label=f"window (drafts per forward, 1 to {window_max})",
-                                           precision=0)
+                        window = gr.Number(value=min(16, window_max), label=f"window (drafts per forward, 1 to {window_max})")
                     with gr.Row():
                         guidance_scale = gr.Slider(0, 10, value=defaults["guidance_scale"], step=0.25, label="guidance scale")
                         temperature = gr.Slider(0, 2, value=defaults["temperature"], step=0.05, label="temperature (0 = greedy)")
                     with gr.Row():
-                        top_k = gr.Number(value=defaults["top_k"], label="top-k (0 = all)", precision=0)
+                        top_k = gr.Number(value=defaults["top_k"], label="top-k (0 = all)")
                         top_p = gr.Slider(0.01, 1, value=defaults["top_p"], step=0.01, label="top-p (1 = all)")
                     with gr.Group(visible=True) as zipar_box:
-                        zipar_window = gr.Number(value=min(8, cols), label=f"ZipAR window (tokens of the row above, 1 to {cols})",
-                                                 precision=0)
+                        zipar_window = gr.Number(value=min(8, cols), label=f"ZipAR window (tokens of the row above, 1 to {cols})")
                     with gr.Group(visible=False) as lantern_box:
-                        lantern_k = gr.Number(value=MAX_LANTERN_K, label="LANTERN k (neighbours)", precision=0)
+                        lantern_k = gr.Number(value=MAX_LANTERN_K, label="LANTERN k (neighbours)")
                         lantern_delta = gr.Slider(0, 1, value=0.1, step=0.01, label="LANTERN delta (total-variation budget)")
                     with gr.Group(visible=False) as gsd_box:
-                        gsd_rank_window = gr.Number(value=7, label="GSD rank half-width", precision=0)
+                        gsd_rank_window = gr.Number(value=7, label="GSD rank half-width")
                         gsd_prob_gap = gr.Slider(0, 1, value=0.15, step=0.01, label="GSD probability gap")
                         gsd_embed_dist = gr.Slider(0, 4, value=0.5, step=0.05, label="GSD embedding distance")
                     run = gr.Button("Generate", variant="primary")
@@ -219,9 +234,10 @@ def build_demo(pipe) -> gr.Blocks:
                 [images, stats, heatmaps, status],
                 api_name="generate",
             )
-        for title, module, builder in TABS:
+        for title, module, builder, _, _ in TABS:
             with gr.Tab(title):
-                getattr(importlib.import_module(module), builder)()
+                tab_pipe, keyword = given.get(title, (None, None))
+                getattr(importlib.import_module(module), builder)(**({keyword: tab_pipe} if tab_pipe is not None else {}))
     demo.queue(default_concurrency_limit=CONCURRENCY, max_size=QUEUE_SIZE)
     return demo
 

@@ -11,7 +11,7 @@ from mmspec.decoding.config import DecodingConfig
 from mmspec.images import commit_heatmap
 
 RASTER_METHODS = ("ar", "mc-sjd", "zipar+mc-sjd")
-LPD_STEPS = (20, 32)
+LPD_STEPS = ("20", "32")  # strings: what the radio shows, and what its API advertises and takes
 TABLE_HEADERS = ["model", "decoding", "forwards", "time (s)", "x fewer forwards than raster AR"]
 
 

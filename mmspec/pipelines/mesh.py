@@ -23,7 +23,7 @@ import trimesh
 from diffusers import DiffusionPipeline
 from diffusers.utils import BaseOutput
 
-from mmspec.assets import MESH_ASSETS  # noqa: F401 (re-exported: the shipped model)
+from mmspec.assets import MESH_ASSETS, pipeline_path  # MESH_ASSETS re-exported: the shipped model
 from mmspec.checkpoint import check_finite
 from mmspec.decoding.config import DRAFTING, DecodingConfig
 from mmspec.decoding.generate import generate
@@ -157,7 +157,7 @@ class MeshPipeline(DiffusionPipeline):
         from transformers import OPTForCausalLM
 
         dtype = pop_dtype(cls, kwargs)
-        root = Path(pretrained_model_name_or_path)
+        root = pipeline_path(pretrained_model_name_or_path)
         if not root.is_dir():
             raise ValueError(f"{root} is not a directory holding a mesh model")
         index = read_index(root, cls)[1] if (root / "model_index.json").exists() else {}

@@ -51,8 +51,11 @@ def read_json(path: Path, what: str) -> dict:
 
 
 def read_index(root: str | Path, cls: type) -> tuple[Path, dict]:
-    """The saved pipeline folder and its `model_index.json`, checked to name `cls`."""
-    root = Path(root)
+    """The saved pipeline folder (or a shipped model's, by name) and its `model_index.json`,
+    checked to name `cls`."""
+    from mmspec.assets import pipeline_path
+
+    root = pipeline_path(root)
     if not root.is_dir():
         raise ValueError(f"{root} is not a directory holding a saved pipeline")
     index = read_json(root / "model_index.json", "pipeline")

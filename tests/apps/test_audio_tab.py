@@ -20,7 +20,7 @@ def pipe():
 
 
 def test_the_tab_is_registered_and_builds(pipe):
-    assert ("Speech", "mmspec.apps.audio_tab", "build_speech_tab") in TABS
+    assert ("Speech", "mmspec.apps.audio_tab", "build_speech_tab") in [tab[:3] for tab in TABS]
     with gr.Blocks() as demo, gr.Tab("Speech"):
         build_speech_tab(pipe)
     assert any(isinstance(block, gr.Audio) for block in demo.blocks.values())
