@@ -112,3 +112,13 @@ def test_generate_refuses_an_unknown_class_name(capsys, scratch):
 def test_an_unknown_pipeline_name_lists_the_shipped_ones(capsys, scratch):
     code, err = run(capsys, "generate", "--pipeline", "nosuchmodel", "--out", "g.png")
     assert_one_line_error(code, err, "nosuchmodel", "lpd", "speech")
+
+
+@pytest.mark.parametrize("flags, word", [(["--window", "1000000"], "window"), (["--branches", "1000000"], "branches"),
+                                         (["--duration", "nan"], "duration")])
+def test_speak_refuses_unbounded_or_non_finite_settings(capsys, scratch, flags, word):
+    """`speak --window 1000000` was silently cut, `--branches 1000000` tried to allocate
+    393 GB and `--duration nan` said "cannot convert float NaN to integer"."""
+    code, err = run(capsys, "speak", "seven", "--decoding", "mc-sjd", *flags, "--out", "s.wav")
+    assert_one_line_error(code, err, word)
+    assert not (scratch / "s.wav").exists()

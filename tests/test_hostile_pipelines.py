@@ -252,3 +252,29 @@ def test_shipped_models_load_by_name_from_any_folder(tmp_path, monkeypatch):
     assert MeshPipeline.from_pretrained("mesh").class_names[0] == "box"
     with pytest.raises(ValueError, match="shipped model's name"):
         load_pipeline("nosuch")
+
+
+def test_captioner_takes_a_list_of_generators(pipes):
+    """The captioner took one generator only; caption i now depends on generator i alone."""
+    from mmspec.datasets.shape_captions import load_scenes
+    from mmspec.images import to_pil
+
+    cap = pipes["captioner"]
+    images = to_pil(load_scenes("heldout", 2)[0])
+    settings = dict(decoding="ar", max_new_tokens=6, do_sample=True)
+    both = cap(images, **settings, generator=[torch.Generator().manual_seed(1), torch.Generator().manual_seed(2)])
+    alone = cap(images[1], **settings, generator=torch.Generator().manual_seed(2))
+    assert len(both.text) == 2 and both.text[1] == alone.text[0]
+    assert both.stats.commit_iteration.shape[0] == 2
+    with pytest.raises(ValueError, match="one per"):
+        cap(images, **settings, generator=[torch.Generator()])
+
+
+def test_captioner_branches_past_the_vocabulary_are_refused(pipes):
+    from mmspec.datasets.shape_captions import load_scenes
+    from mmspec.decoding.config import DecodingConfig
+    from mmspec.images import to_pil
+
+    image = to_pil(load_scenes("heldout", 1)[0])[0]
+    with pytest.raises(ValueError, match="branches"):
+        pipes["captioner"](image, decoding=DecodingConfig.from_name("mc-sjd", branches=10**6), max_new_tokens=4)

@@ -31,7 +31,16 @@ from PIL import Image
 from mmspec.checkpoint import check_finite
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.drafts import Lookup
-from mmspec.pipelines.pipeline_utils import as_prompts, load_transformers, pop_dtype, read_index, write_json
+from mmspec.core.layout import TokenLayout
+from mmspec.pipelines.pipeline_utils import (
+    as_prompts,
+    check_decoding_memory,
+    check_generator,
+    load_transformers,
+    pop_dtype,
+    read_index,
+    write_json,
+)
 
 CAPTIONER_ASSETS = Path(__file__).resolve().parents[1] / "assets" / "captioner"
 DEFAULT_PROMPT = "describe the picture ."  # when a saved pipeline names none
@@ -190,7 +199,7 @@ class CaptioningPipeline(DiffusionPipeline):
         temperature: float | None = None,
         top_k: int | None = None,
         top_p: float | None = None,
-        generator: torch.Generator | None = None,
+        generator: torch.Generator | list[torch.Generator] | None = None,
         streamer=None,
         return_dict: bool = True,
     ):
@@ -211,7 +220,8 @@ class CaptioningPipeline(DiffusionPipeline):
                 per caption; each stops at its EOS.
             do_sample (`bool`, *optional*, defaults to False): sample instead of greedy.
             temperature, top_k, top_p (*optional*): sampling filters, as in transformers.
-            generator (`torch.Generator`, *optional*): the source of every random draw.
+            generator (`torch.Generator` or `list[torch.Generator]`, *optional*): the source of
+                every random draw; a list gives one per image (images are then captioned one by one).
             streamer (*optional*): a transformers streamer (`TextStreamer`,
                 `TextIteratorStreamer`); batch 1 only.
             return_dict (`bool`, *optional*, defaults to True): a
@@ -228,6 +238,15 @@ class CaptioningPipeline(DiffusionPipeline):
         images, prompts = self.check_inputs(images, prompt, max_new_tokens, decoding, do_sample, temperature, top_k, top_p)
         if streamer is not None and len(images) != 1:
             raise ValueError(f"a streamer follows one caption; got {len(images)} images")
+        generator = check_generator(generator, len(images))
+        if isinstance(generator, list):  # image by image, each with its own generator: caption i depends on generator i alone
+            outs = [self(image, prompt=p, decoding=decoding, max_new_tokens=max_new_tokens, do_sample=do_sample,
+                         temperature=temperature, top_k=top_k, top_p=top_p, generator=g)
+                    for image, p, g in zip(images, prompts, generator)]
+            return self.joined_output(outs, return_dict)
+        if isinstance(decoding, DecodingConfig):  # a window past the model's room for text, or branches past V, refused
+            check_decoding_memory(decoding, TokenLayout.grid((self.max_new_tokens,), self.model.config.text_config.vocab_size),
+                                  len(images))
         # 2. encode condition: image features enter in the prefill
         inputs = self.encode(images, prompts)
         positions = self.model.config.text_config.max_position_embeddings
@@ -249,3 +268,21 @@ class CaptioningPipeline(DiffusionPipeline):
         if not return_dict:
             return text, stats
         return CaptioningPipelineOutput(text=text, tokens=tokens, stats=stats)
+
+    def joined_output(self, outs: list[CaptioningPipelineOutput], return_dict: bool):
+        """The outputs of one-image calls as one call's: tokens padded to the longest, the
+        stats of the runs one after another (forwards and seconds added)."""
+        from mmspec.decoding.auto import merge_choices
+        from mmspec.decoding.stats import DecodeStats
+
+        pad = self.processor.tokenizer.pad_token_id or 0
+        width = max(o.tokens.shape[1] for o in outs)
+        tokens = torch.cat([torch.nn.functional.pad(o.tokens, (0, width - o.tokens.shape[1]), value=pad) for o in outs])
+        runs = [o.stats for o in outs]
+        commits = torch.cat([torch.nn.functional.pad(r.commit_iteration, (0, width - r.commit_iteration.shape[1])) for r in runs])
+        choices = [r.choices for r in runs if r.choices is not None]
+        stats = DecodeStats(runs[0].method, all(r.exact for r in runs), sum(r.forward_passes for r in runs),
+                            sum(r.tokens_committed for r in runs), sum(r.wall_time_s for r in runs), commits,
+                            torch.cat([r.lengths for r in runs]), merge_choices(choices) if choices else None, runs[0].cost_curve)
+        text = [t for o in outs for t in o.text]
+        return CaptioningPipelineOutput(text=text, tokens=tokens, stats=stats) if return_dict else (text, stats)

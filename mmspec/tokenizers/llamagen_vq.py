@@ -304,5 +304,6 @@ class LlamaGenVQ(DeviceDtypeMixin, nn.Module):
 
     @torch.no_grad()
     def decode(self, codes: torch.Tensor, hw: tuple[int, int] | None = None) -> torch.Tensor:
-        """Images `[B, 3, H, W]` in [-1, 1] of codes `[B, h*w]` (row-major)."""
+        """Images `[B, 3, H, W]`, about [-1, 1] (not clamped: the decoder may overshoot a little; the
+        pipelines clamp), of codes `[B, h*w]` (row-major)."""
         return self.decode_latent(self.embed_codes(codes.to(self.quant_conv.weight.device), hw))
