@@ -170,9 +170,15 @@ def caption_command(args, load: Callable) -> None:
                 print(f"{item.path}: {out.text[i]}", flush=True)
             print(f"({len(chunk)} image(s), {args.decoding}: {int(out.stats.forward_passes)} forward passes, {seconds:.2f} s)")
         return
-    bar = tqdm(total=len(items), desc="caption", unit="img")
+    bars = []  # the bar starts with the first item, after the run's checks: an error is a line of its own
+
+    def progress(item: ImageItem, skipped: bool) -> None:
+        if not bars:
+            bars.append(tqdm(total=len(items), desc="caption", unit="img"))
+        bars[0].update(1)
+
     manifest = run_caption_batch(pipe, items, args.out, batch_size=args.batch_size, seed=args.seed, call_kwargs=call_kwargs,
-                                 pipeline=str(Path(args.pipeline).resolve()), restart=args.restart,
-                                 on_item=lambda item, skipped: bar.update(1))
-    bar.close()
+                                 pipeline=str(Path(args.pipeline).resolve()), restart=args.restart, on_item=progress)
+    for bar in bars:
+        bar.close()
     print(f"captioned {len(items)} images; manifest: {manifest}")
