@@ -95,7 +95,8 @@ def test_logits_match_lumina_mgpt_within_1e5(lumina, reference, i):
     uncond = torch.cat([first.uncond, rest.uncond], 1)[0]
     assert cond.dtype == torch.float32
     torch.testing.assert_close(cond, reference[f"cond_logits_{i}"], atol=1e-5, rtol=0)
-    torch.testing.assert_close(uncond, reference[f"uncond_logits_{i}"], atol=1e-5, rtol=0)
+    if f"uncond_logits_{i}" in reference:  # prompt 0's only: the null rows do not see the prompt
+        torch.testing.assert_close(uncond, reference[f"uncond_logits_{i}"], atol=1e-5, rtol=0)
 
 
 def test_left_padded_batch_gives_the_same_logits(lumina, reference):
@@ -104,7 +105,7 @@ def test_left_padded_batch_gives_the_same_logits(lumina, reference):
     first = session.prefill_logits()
     for i in (0, 1):
         torch.testing.assert_close(first.cond[i, 0], reference[f"cond_logits_{i}"][0], atol=1e-5, rtol=0)
-        torch.testing.assert_close(first.uncond[i, 0], reference[f"uncond_logits_{i}"][0], atol=1e-5, rtol=0)
+        torch.testing.assert_close(first.uncond[i, 0], reference["uncond_logits_0"][0], atol=1e-5, rtol=0)
 
 
 def test_image_logits_are_masked_only_when_the_config_says_so(reference):
