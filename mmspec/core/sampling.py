@@ -76,7 +76,7 @@ def mask_disallowed(logits: torch.Tensor, allowed: torch.Tensor | None) -> torch
 
 def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """Divides by the temperature; 0 (greedy) is left to `to_probs`."""
-    return logits / temperature if temperature > 0 else logits
+    return logits / temperature if temperature not in (0, 1) else logits
 
 
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
@@ -158,12 +158,11 @@ def categorical(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """Tokens `[...]` drawn from `probs [..., V]` (need not be normalised) by inverting the
     CDF at uniforms `u [...]`. A token of probability 0 is never returned."""
     cdf = probs.double().cumsum(-1)
-    target = u.double() * cdf[..., -1]
-    # first index whose CDF exceeds the target: zero-mass tokens repeat the CDF, never exceed first
-    idx = torch.searchsorted(cdf, target[..., None].contiguous(), right=True)[..., 0]
-    # u * total can round up to total: fall back to the last token with mass
-    last = probs.shape[-1] - 1 - (probs > 0).flip(-1).int().argmax(-1)
-    return torch.minimum(idx, last)
+    total = cdf[..., -1:]
+    # u * total can round up to total: kept below it, the first index whose CDF exceeds the
+    # target has mass (zero-mass tokens repeat the CDF, never exceed first)
+    target = torch.minimum(u.double()[..., None] * total, total.nextafter(torch.zeros_like(total)))
+    return torch.searchsorted(cdf, target, right=True)[..., 0].clamp(max=probs.shape[-1] - 1)
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:

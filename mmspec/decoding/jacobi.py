@@ -98,6 +98,9 @@ class Verified:
     @classmethod
     def scatter(cls, out, b: torch.Tensor, r: torch.Tensor, drafts: torch.Tensor, S: int) -> "Verified":
         B, R, L, K = drafts.shape
+        if len(b) == B * R:  # every window is live
+            view = lambda x: x.view(B, R, *x.shape[1:])
+            return cls(view(out.committed), view(out.accepted), view(out.tokens), out.target_probs, b, r)
         committed = torch.zeros(B, R, dtype=torch.long, device=drafts.device)
         accepted = torch.zeros_like(committed)
         tokens = torch.cat([drafts, drafts.new_full((B, R, S - L, K), -1)], 2)
@@ -139,12 +142,17 @@ class JacobiLoop:
         self.q_row = torch.full((B, R), -1, dtype=torch.long, device=device)  # window -> row of q_dense
         self.q_dense = torch.zeros(0, L, K, V, device=device)
         self.n = self.starts.expand(B, R).clone()  # first undecoded position of each window
-        self.opened = torch.zeros(B, R, dtype=torch.bool, device=device)
+        self.opened = (self.parent < 0).expand(B, R).clone()
         self.hints = None  # redraft: the last forward's predictions and the drafts it was fed
         self.nodes = None  # branches: this forward's branch nodes
         self.branch_carry = None  # branches: what they keep for the next forward
         self.b = torch.arange(B, device=device)[:, None]
         self.slot = torch.arange(self.S, device=device)
+        self.slot_L = self.slot[:L]
+        self.last_pos = (self.ends - 1)[None, :, None]  # a segment's last position: no draft there is fed
+        self.candidate_ids = torch.arange(R * self.S, device=device)[None]
+        self.candidate_segments = torch.arange(R, device=device).repeat_interleave(self.S)[None].expand(B, -1)
+        self.forced = None if layout.forced is None else layout.forced.to(device)
         self.forwards = 0
         # this forward's setting: fixed by the config, or picked by auto's chooser
         self.choice = Choice(L, config.branch_setting, self.drafter)
@@ -175,10 +183,11 @@ class JacobiLoop:
     def open_windows(self) -> torch.Tensor:
         """Opens the segments whose parent has progressed enough; gives first drafts to
         the slots of live windows that have none. Returns `live [B, R]`."""
-        progress = (self.n - self.starts).gather(1, self.parent.clamp(min=0).expand(self.B, -1))
-        self.opened |= (self.parent < 0) | (progress >= self.need)
+        if self.R > 1:
+            progress = (self.n - self.starts).gather(1, self.parent.clamp(min=0).expand(self.B, -1))
+            self.opened |= progress >= self.need
         live = self.opened & (self.n < self.ends) & ~self.stopping.finished[:, None]
-        slot_pos = self.n[..., None] + self.slot[: self.L]  # [B, R, L]
+        slot_pos = self.n[..., None] + self.slot_L  # [B, R, L]
         in_seg = slot_pos < self.ends[None, :, None]
         undrafted = (self.drafts < 0).any(-1)
         need = live[..., None] & in_seg & undrafted
@@ -197,43 +206,57 @@ class JacobiLoop:
         """Per window its predecessor at n-1, then the drafts that predict inside the
         segment; valid inputs first, padded to the longest sequence of the batch."""
         B, R, S, T, n = self.B, self.R, self.S, self.T, self.n
-        slot_pos = n[..., None] + self.slot[: self.L]
-        fed = live[..., None] & (slot_pos < (self.ends - 1)[None, :, None]) & (self.slot[: self.L] < self.choice.window)  # [B, R, L]
-        fed &= (self.drafts >= 0).all(-1).long().cumprod(-1).bool()  # up to the first slot without a draft (redraft)
-        pending = (n == self.ends) & (self.ends < T) & ~self.kv_done.gather(1, (self.ends - 1).expand(B, R))
-        pending &= ~self.stopping.finished[:, None]
-        if R > 1:  # a new segment whose predecessor is that last step feeds it itself
-            pending[:, :-1] &= ~(live[:, 1:] & (n[:, 1:] == self.starts[1:]))
-        has_pred = live | pending
+        slot_pos = n[..., None] + self.slot_L
+        fed = live[..., None] & (slot_pos < self.last_pos) & (self.slot_L < self.choice.window)  # [B, R, L]
+        drafted = (self.drafts >= 0).all(-1)
+        fed &= drafted.long().cumprod(-1).bool()  # up to the first slot without a draft
         pred_pos = (n - 1).clamp(min=0)
-        pred_known = self.committed.gather(1, pred_pos)
-        stand_in = torch.zeros(B, R, self.K, dtype=torch.long, device=self.device)
-        stand_in[:, 1:] = self.tokens[self.b, (n[:, :-1] - 1).clamp(min=0)].clamp(min=0)
-        if self.layout.forced is not None:
-            forced = self.layout.forced.to(self.device)[pred_pos].view(B, R, -1)
-            stand_in = torch.where(forced >= 0, forced, stand_in)
-        pred_tok = torch.where(pred_known[..., None], self.tokens[self.b, pred_pos], stand_in)
+        if R == 1:  # raster order: everything before n is committed
+            has_pred, pred_known = live, live
+            pred_tok = self.tokens[self.b, pred_pos]
+        else:
+            has_pred, pred_known, pred_tok = self.segment_predecessors(live, pred_pos)
 
         cand_valid = torch.cat([has_pred[..., None], fed], -1).view(B, -1)  # [B, R*S]
         cand_tok = torch.cat([pred_tok[:, :, None], self.drafts.clamp(min=0)], 2).view(B, R * S, self.K)
         cand_pos = torch.cat([pred_pos[..., None], slot_pos], -1).view(B, -1)
-        cand_seg = torch.arange(R, device=self.device)[:, None].expand(R, S).reshape(1, -1).expand(B, -1)
-        cand_true = torch.cat([(has_pred & pred_known)[..., None], fed & (self.drafts >= 0).all(-1)], -1).view(B, -1)
-        order = torch.argsort((~cand_valid).int(), dim=1, stable=True)  # valid candidates first
+        cand_true = torch.cat([pred_known[..., None], fed], -1).view(B, -1)
         M = int(cand_valid.sum(1).max())
-        take = order[:, :M]
+        if R == 1:  # the valid candidates are a prefix already
+            take = self.candidate_ids[:, :M].expand(B, M)
+        else:
+            take = torch.argsort((~cand_valid).int(), dim=1, stable=True)[:, :M]  # valid candidates first
         valid = cand_valid.gather(1, take)
-        pad = torch.arange(M, device=self.device).expand(B, M)
+        pad = self.candidate_ids[:, :M]
         return Inputs(
             tokens=torch.where(valid[..., None], cand_tok.gather(1, take[..., None].expand(B, M, self.K)), 0),
             positions=torch.where(valid, cand_pos.gather(1, take), T + pad),
-            segments=torch.where(valid, cand_seg.gather(1, take), R + pad),
+            segments=torch.where(valid, self.candidate_segments.gather(1, take), R + pad),
             valid=valid,
             take=take,
             num_slots=torch.where(live, 1 + fed.sum(-1), 0),
             slot_input=torch.where(cand_valid, cand_valid.long().cumsum(1) - 1, 0),
             on_committed_context=cand_true,
         )
+
+    def segment_predecessors(self, live: torch.Tensor, pred_pos: torch.Tensor) -> tuple:
+        """Several segments: which windows feed an input at n-1 (live ones, and finished
+        ones whose last step later segments still need), whether it is committed, and its
+        token (a stand-in where it is not)."""
+        B, R, T, n = self.B, self.R, self.T, self.n
+        pending = (n == self.ends) & (self.ends < T) & ~self.kv_done.gather(1, (self.ends - 1).expand(B, R))
+        pending &= ~self.stopping.finished[:, None]
+        # a new segment whose predecessor is that last step feeds it itself
+        pending[:, :-1] &= ~(live[:, 1:] & (n[:, 1:] == self.starts[1:]))
+        has_pred = live | pending
+        pred_known = self.committed.gather(1, pred_pos)
+        stand_in = torch.zeros(B, R, self.K, dtype=torch.long, device=self.device)
+        stand_in[:, 1:] = self.tokens[self.b, (n[:, :-1] - 1).clamp(min=0)].clamp(min=0)
+        if self.forced is not None:
+            forced = self.forced[pred_pos].view(B, R, -1)
+            stand_in = torch.where(forced >= 0, forced, stand_in)
+        pred_tok = torch.where(pred_known[..., None], self.tokens[self.b, pred_pos], stand_in)
+        return has_pred, has_pred & pred_known, pred_tok
 
     def window_history(self, b: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
         """Long `[N, S, T]` for the windows `(b, r)`: what window slot j has seen (committed
@@ -261,8 +284,7 @@ class JacobiLoop:
         M = inputs.take.shape[1]  # the window inputs; branch nodes follow them
         main = GuidedLogits(*(None if x is None else x[:, :M] for x in (logits.cond, logits.uncond)))
         # uniforms for every window, live or not: a call's draws never depend on which are done
-        accept_u = uniforms((B * R, S, K), self.generator, self.device)
-        sample_u = uniforms((B * R, S, K), self.generator, self.device)
+        accept_u, sample_u = uniforms((2, B * R, S, K), self.generator, self.device)
         window = live.view(-1).nonzero()[:, 0]  # the live windows, b * R + r
         b, r = window // R, window % R
         by_slot = inputs.slot_input.view(B, R, S)[b, r]  # [N, S]: input feeding each slot
@@ -284,7 +306,7 @@ class JacobiLoop:
             None, q, drafts, inputs.num_slots[b, r], accept_u[window], sample_u[window],
             target_logits=target, sampling=self.sampling, allowed=allowed_steps(self.layout, win_pos),
             rule=self.rule, coupling=self.config.coupled,
-            step_groups=self.step_groups, generator=self.generator,
+            step_groups=self.step_groups, generator=self.generator, check=False,
         )
         keep, main = None, out
         if self.nodes is not None:
@@ -309,7 +331,7 @@ class JacobiLoop:
         committed = self.stopping.cut(verified.committed, verified.tokens)
         self.commit_run(self.b[..., None], self.n[..., None] + self.slot, verified.tokens, self.slot < committed[..., None])
         draft_ok = torch.cat([torch.ones_like(verified.accepted, dtype=torch.bool)[..., None],
-                              self.slot[:L] < verified.accepted[..., None]], -1)
+                              self.slot_L < verified.accepted[..., None]], -1)
         keep = (inputs.on_committed_context & draft_ok.view(B, -1)).gather(1, inputs.take) & inputs.valid
         positions = inputs.positions[:, : inputs.take.shape[1]]
         self.session.commit(positions, keep)
@@ -319,7 +341,7 @@ class JacobiLoop:
             commit_branches(self, self.nodes, branch_keep & pred_true[..., None, None, None], committed)
             self.branch_carry = self.branch_carry.slide(committed)
         self.n = self.n + committed
-        src = self.slot[:L] + committed[..., None]  # new slot i takes old slot i + c
+        src = self.slot_L + committed[..., None]  # new slot i takes old slot i + c
         self.q_carried = src < num_slots[..., None]
         # drafts a shorter window left unfed stay as they are: given the past they are point
         # masses, so their q is one-hot (and drafting them again would cost a drafter pass)
@@ -331,7 +353,7 @@ class JacobiLoop:
         if self.config.redraft:  # every slot is drafted afresh at the next forward, the carried tokens as hints
             fed = self.drafts.gather(2, src.clamp(max=L - 1)[..., None].expand(-1, -1, -1, K))
             fed = torch.where((src < L)[..., None], fed, -1)
-            self.hints = Hints(carried.view(B, -1, K), fed.view(B, -1, K), (self.slot[:L] == 0).repeat(self.R))
+            self.hints = Hints(carried.view(B, -1, K), fed.view(B, -1, K), (self.slot_L == 0).repeat(self.R))
             carried = torch.full_like(carried, -1)
             self.q_carried.zero_()
         self.drafts = carried
@@ -344,32 +366,31 @@ class JacobiLoop:
             on_commit: Callable[[torch.Tensor], None] | None = None) -> tuple[torch.Tensor, DecodeStats]:
         start = time.perf_counter()
         self.prefill()
-        done = 1
+        done = self.B  # steps done, over the batch
         while True:
             if on_step:
-                on_step(done, self.T)
+                on_step(done // self.B, self.T)
             if on_commit:
                 on_commit(self.tokens[..., 0] if self.K == 1 else self.tokens)
-            if self.stopping.all_done(self.committed):
+            if done == self.B * self.T:
                 break
             if self.chooser is not None:
                 self.glue.begin_iteration()
                 if (self.forwards - 1) % self.chooser.every == 0:
                     self.choose()
-                if self.choice.window == 0 and self.chooser.ar_steps:
-                    self.ar_step()
-                    self.glue.end_iteration("ar_glue_s")
-                    done = int(self.stopping.done(self.committed).sum()) // self.B
-                    continue
-            live = self.open_windows()
-            inputs = self.pack_inputs(live)
-            self.nodes = None
-            if self.choice.branches is not None:
-                inputs, self.nodes = add_branches(self, live, inputs, self.choice.branches)
-            self.commit_and_slide(inputs, *self.forward_and_verify(inputs, live))
-            if self.chooser is not None:
-                self.glue.end_iteration("glue_s")
-            done = int(self.stopping.done(self.committed).sum()) // self.B
+            if self.chooser is not None and self.choice.window == 0 and self.chooser.ar_steps:
+                self.ar_step()
+                self.glue.end_iteration("ar_glue_s")
+            else:
+                live = self.open_windows()
+                inputs = self.pack_inputs(live)
+                self.nodes = None
+                if self.choice.branches is not None:
+                    inputs, self.nodes = add_branches(self, live, inputs, self.choice.branches)
+                self.commit_and_slide(inputs, *self.forward_and_verify(inputs, live))
+                if self.chooser is not None:
+                    self.glue.end_iteration("glue_s")
+            done = int(self.stopping.done(self.committed).sum())
         if self.chooser is not None:
             self.glue.keep()
         tokens = self.stopping.padded(self.tokens)

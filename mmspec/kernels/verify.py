@@ -25,6 +25,12 @@ def triton_available() -> bool:
     return importlib.util.find_spec("triton") is not None
 
 
+def kernel_applies(target: torch.Tensor, rule) -> bool:
+    """Whether the Triton kernel verifies this call: CUDA tensors, Triton installed, and a
+    rule whose rejected slots draw from the token residual (the kernel draws no other)."""
+    return target.is_cuda and triton_available() and not hasattr(rule, "residual_draft")
+
+
 def check_sampling_inputs(target_probs, target_logits, sampling: SamplingConfig, allowed) -> tuple[str, torch.Tensor]:
     """Returns the target's name and tensor (probs or logits) after checking the transform's arguments."""
     if (target_probs is None) == (target_logits is None):
@@ -105,22 +111,24 @@ def verify(
     coupling: bool = True,
     step_groups: tuple[tuple[int, ...], ...] | None = None,
     generator: torch.Generator | None = None,
+    check: bool = True,  # False: the caller built the inputs to this contract (the engine's loop)
 ) -> VerifyOutput:
     target = target_probs if target_logits is None else target_logits
-    if target is not None and target.dim() == 4 and target.shape[2] == 1:  # one token per slot
+    if target is not None and target.dim() == 4 and target.shape[2] == 1 and kernel_applies(target, rule):  # one token per slot
         one = lambda t: None if t is None else t[:, :, 0]
         out = verify(one(target_probs), one(draft_probs), one(draft_tokens), num_slots, one(accept_uniforms),
                      one(sample_uniforms), target_logits=one(target_logits), sampling=sampling, allowed=one(allowed),
-                     rule=rule, coupling=coupling)
+                     rule=rule, coupling=coupling, check=check)
         return VerifyOutput(out.accepted, out.committed, out.tokens[..., None], out.target_probs[:, :, None])
     if target is not None and target.dim() == 4:  # K tokens per slot: the PyTorch path
         return verify_steps(target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms,
                             target_logits=target_logits, sampling=sampling, allowed=allowed, rule=rule, coupling=coupling,
-                            step_groups=step_groups, generator=generator)
-    name, target = check_sampling_inputs(target_probs, target_logits, sampling, allowed)
-    check_verify_inputs(name, target, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms, rule, allowed)
+                            step_groups=step_groups, generator=generator, check=check)
+    if check:
+        name, target = check_sampling_inputs(target_probs, target_logits, sampling, allowed)
+        check_verify_inputs(name, target, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms, rule, allowed)
     impl = verify_reference
-    if target.is_cuda and triton_available() and not hasattr(rule, "residual_draft"):  # the kernel draws the token residual only
+    if kernel_applies(target, rule):
         from mmspec.kernels.verify_triton import verify_triton  # imports Triton on the first CUDA call only
 
         impl = verify_triton
@@ -131,20 +139,21 @@ def verify(
 
 
 def verify_steps(target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms, *,
-                 target_logits, sampling, allowed, rule, coupling, step_groups, generator) -> VerifyOutput:
+                 target_logits, sampling, allowed, rule, coupling, step_groups, generator, check) -> VerifyOutput:
     """`verify` for slots of K tokens (`[N, S, K, V]` targets): checked as K = 1 slots, run
     by the PyTorch reference (the kernel verifies one token per slot), or with `step_groups`
     and the exact rule by `verify_joint`, which tests each group of a slot's tokens as one."""
     target = target_probs if target_logits is None else target_logits
     N, S, K, V = target.shape
     flat = lambda t: None if t is None else t.transpose(1, 2).reshape(N * K, S, *t.shape[3:])
-    name, flat_target = check_sampling_inputs(flat(target_probs) if target_logits is None else None, flat(target_logits),
-                                              sampling, flat(allowed))
-    if draft_tokens.shape != (N, S, K):
-        raise ValueError(f"draft_tokens must be [{N}, {S}, {K}] for a [N, S, K, V] target, got {tuple(draft_tokens.shape)}")
-    check_verify_inputs(name, flat_target, flat(draft_probs), flat(draft_tokens), num_slots.repeat_interleave(K),
-                        flat(accept_uniforms), flat(sample_uniforms), rule, flat(allowed))
-    if step_groups is not None and rule.exact:
+    if check:
+        name, flat_target = check_sampling_inputs(flat(target_probs) if target_logits is None else None, flat(target_logits),
+                                                  sampling, flat(allowed))
+        if draft_tokens.shape != (N, S, K):
+            raise ValueError(f"draft_tokens must be [{N}, {S}, {K}] for a [N, S, K, V] target, got {tuple(draft_tokens.shape)}")
+        check_verify_inputs(name, flat_target, flat(draft_probs), flat(draft_tokens), num_slots.repeat_interleave(K),
+                            flat(accept_uniforms), flat(sample_uniforms), rule, flat(allowed))
+    if step_groups is not None and rule.exact and K > 1:
         return verify_joint(target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms, generator,
                             groups=step_groups, target_logits=target_logits, sampling=sampling, allowed=allowed,
                             coupling=coupling)

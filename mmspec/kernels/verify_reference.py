@@ -70,6 +70,21 @@ def verify_reference(
     # p == q up to rounding leaves no residual mass; rejection then had probability ~0
     residual = torch.where(residual.sum(-1, keepdim=True) > 0, residual, p)
     drawn = categorical(residual, sample_uniforms)
+    if coupling and type(rule) is ExactRule:
+        # the run's drafts, the slot that ends it and the next drafts after it all keep an
+        # accepted draft and otherwise take the residual draw
+        tokens = torch.where(accept, d, drawn)
+    else:
+        tokens = run_and_next_drafts(p, q, d, accept, accepted, drawn, sample_uniforms, accept_uniforms, has_draft, rule, coupling)
+    tokens = torch.where(has_p[..., None], tokens, draft_tokens)
+    if one_token:
+        tokens, p = tokens[..., 0], p[:, :, 0]
+    return VerifyOutput(accepted=accepted, committed=committed, tokens=tokens, target_probs=p)
+
+
+def run_and_next_drafts(p, q, d, accept, accepted, drawn, sample_uniforms, accept_uniforms, has_draft, rule, coupling):
+    """The tokens of every slot `[N, S, K]`: accepted drafts, the slot that ends the run,
+    and the next drafts after it."""
     # the slot that ends the run keeps its accepted tokens and redraws the rejected ones
     # (given the past, the K tokens of a slot are independent), from the rule's own
     # residual when it has one (PCG's group residual)
@@ -79,21 +94,15 @@ def verify_reference(
     else:
         ending_draw = drawn
     ending = torch.where(accept, d, ending_draw)
-
-    # 2. next drafts for the slots after the run
-    if coupling:
+    if coupling:  # MC-SJD: the maximal coupling of q and p, whose marginal is p whatever the rule
         keep = has_draft & (accept_uniforms < ExactRule().accept_prob(p, q, d).double())
         later = torch.where(keep, d, drawn)
     else:
         later = categorical(p, sample_uniforms)
-
+    slot = torch.arange(p.shape[1], device=p.device)
     before = (slot[None, :] < accepted[:, None])[..., None]
     at = (slot[None, :] == accepted[:, None])[..., None]
-    tokens = torch.where(before, d, torch.where(at, ending, later))
-    tokens = torch.where(has_p[..., None], tokens, draft_tokens)
-    if one_token:
-        tokens, p = tokens[..., 0], p[:, :, 0]
-    return VerifyOutput(accepted=accepted, committed=committed, tokens=tokens, target_probs=p)
+    return torch.where(before, d, torch.where(at, ending, later))
 
 
 verify_reference.__doc__ = VERIFY_DOC
