@@ -299,12 +299,18 @@ def cmd_batch(args) -> None:
         clear_results(out_dir)
     state.wait_for_everyone()  # no process reads the folder while the main one clears it
     mine = items[state.process_index :: state.num_processes]
-    bar = tqdm(total=len(mine), desc=f"batch (process {state.process_index + 1}/{state.num_processes})", unit="img",
-               position=state.process_index)
+    bars = []  # the bar starts with the first item, after the run's checks: an error is a line of its own
+
+    def progress(item, skipped: bool) -> None:
+        if not bars:
+            bars.append(tqdm(total=len(mine), desc=f"batch (process {state.process_index + 1}/{state.num_processes})", unit="img",
+                             position=state.process_index))
+        bars[0].update(1)
+
     run_batch(pipe, items, out_dir, decoding=config, seed=args.seed, rank=state.process_index, world_size=state.num_processes,
-              call_kwargs=sampling_kwargs(args), pipeline=str(Path(args.pipeline).resolve()),
-              on_item=lambda item, skipped: bar.update(1))
-    bar.close()
+              call_kwargs=sampling_kwargs(args), pipeline=str(Path(args.pipeline).resolve()), on_item=progress)
+    for bar in bars:
+        bar.close()
     state.wait_for_everyone()
     if state.is_main_process:
         manifest = write_manifest(out_dir, items)

@@ -70,7 +70,8 @@ def test_the_cli_restart_deletes_the_earlier_results(tmp_path, capsys):
     assert main([*batch, "--prompts", str(tmp_path / "labels.txt")]) == 0
     capsys.readouterr()
     assert main([*batch, "--prompts", str(tmp_path / "other.txt")]) == 2
-    assert "was generated for class 0, not for class 2" in capsys.readouterr().err
+    [error] = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert error.startswith("mmspec batch: error: item 000001 of") and "was generated for class 0, not for class 2" in error
     assert main([*batch, "--prompts", str(tmp_path / "other.txt"), "--restart"]) == 0
     assert os.listdir(tmp_path / "b" / "images") == ["000001.png"]
     [record] = [json.loads(line) for line in (tmp_path / "b" / "manifest.jsonl").read_text().splitlines()]
