@@ -25,7 +25,7 @@ import torch
 
 from mmspec.decoding.config import DecodingConfig
 from mmspec.runs.paths import FILE_NAME, atomic_write, check_writable, file_name  # noqa: F401 (atomic_write, check_writable: re-exported)
-from mmspec.runs.runner import Run, RunItem, clear_run
+from mmspec.runs.runner import Run, RunItem, clear_run, recorded_run
 
 # an item id names its files (`images/{id}.png`, `records/{id}.json`): a plain file name,
 # never a path, never hidden (temporary files are `.{id}.png.{pid}.tmp`), never a glob
@@ -208,14 +208,10 @@ def run_batch(
 
 
 def write_manifest(out_dir: str | Path, items: list[Item]) -> Path:
-    """Merges the records of `items` (in their order) into `out_dir/manifest.jsonl`."""
+    """Checks that every item of `items` has a record, then merges the records of every
+    finished item of the run (in the run's order) into `out_dir/manifest.jsonl`."""
     out_dir = Path(out_dir)
-    lines = []
     for item in items:
-        path = out_dir / "records" / f"{item.id}.json"
-        if not path.exists():
+        if not (out_dir / "records" / f"{item.id}.json").exists():
             raise ValueError(f"item {item.id} has no record in {out_dir}; rerun the batch to finish it")
-        lines.append(path.read_text().strip())
-    manifest = out_dir / "manifest.jsonl"
-    atomic_write(manifest, lambda p: p.write_text("\n".join(lines) + "\n"))
-    return manifest
+    return recorded_run(out_dir).write_manifest()

@@ -330,3 +330,15 @@ class Run:
         manifest = self.out_dir / MANIFEST
         atomic_write(manifest, lambda tmp: tmp.write_text("".join(line + "\n" for line in lines)))
         return manifest
+
+
+def recorded_run(out_dir: str | Path) -> Run:
+    """The run `out_dir` holds, as recorded (its settings, outputs and items), to read or
+    merge its records after the work is done, by however many processes."""
+    out_dir = Path(out_dir)
+    recorded = read_run_file(out_dir)
+    if recorded is None:
+        raise ValueError(f"{out_dir} holds no run ({RUN_FILE} is missing)")
+    run = Run(out_dir, recorded["settings"], [], tuple(recorded["outputs"]))
+    run.run_items = recorded_items(recorded, out_dir / RUN_FILE)
+    return run
