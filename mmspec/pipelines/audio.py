@@ -25,7 +25,7 @@ import torch
 from diffusers import DiffusionPipeline
 from diffusers.utils import BaseOutput
 
-from mmspec.checkpoint import load_into, read_state_dict
+from mmspec.checkpoint import check_fits_memory, load_into, read_state_dict
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.stats import DecodeStats
 from mmspec.metrics.spoken_words import WordClassifier, WordClassifierConfig
@@ -189,7 +189,13 @@ class SpeechPipeline(DiffusionPipeline):
         decoder = load_transformers(MusicgenForCausalLM.from_pretrained, root / "decoder",
                                     **({} if dtype is None else {"dtype": dtype})).eval()
         spec = read_json(root / "condition" / "config.json", "word condition")
-        condition = WordCondition(spec.get("words"), spec.get("hidden_size"))
+        words, hidden = spec.get("words"), spec.get("hidden_size")
+        if not isinstance(words, list) or not words or not all(isinstance(w, str) for w in words):
+            raise ValueError(f"{root / 'condition' / 'config.json'}: 'words' must be a non-empty list of strings, got {words!r}")
+        if isinstance(hidden, bool) or not isinstance(hidden, int) or hidden < 1:
+            raise ValueError(f"{root / 'condition' / 'config.json'}: 'hidden_size' must be a whole number >= 1, got {hidden!r}")
+        check_fits_memory(4 * len(words) * hidden, "the word condition's table", "check hidden_size in its config.json")
+        condition = WordCondition(words, hidden)
         load_into(condition, read_state_dict(root / "condition" / "model.safetensors"), what="word condition")
         condition = condition.to(decoder.dtype).eval()
         codec = MelCodec.from_pretrained(root / "codec")

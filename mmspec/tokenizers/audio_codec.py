@@ -44,6 +44,12 @@ class MelCodecConfig(JSONConfig):
     kmeans_iters: int = 25
     griffin_lim_iters: int = 48
 
+    def weight_count(self) -> int:
+        """Values a `MelCodec` of this config holds: the codebooks, the normalisation, the
+        mel filterbank and its inverse, the window."""
+        bins = self.n_fft // 2 + 1
+        return self.codebooks * self.codebook_size * self.n_mels + 2 * self.n_mels + 2 * bins * self.n_mels + self.n_fft
+
 
 def kmeans(x: torch.Tensor, k: int, iters: int, generator: torch.Generator) -> torch.Tensor:
     """`k` centroids of the rows of `x [N, D]` (Lloyd's algorithm from k random rows; an
@@ -149,7 +155,9 @@ class MelCodec(nn.Module):
         from mmspec.pipelines.pipeline_utils import read_json
 
         folder = Path(folder)
-        codec = cls(MelCodecConfig.from_dict(read_json(folder / "config.json", "mel codec")))
+        config = MelCodecConfig.from_dict(read_json(folder / "config.json", "mel codec"))
+        config.check_size()  # before the codebooks are allocated
+        codec = cls(config)
         state = load_file(str(folder / "model.safetensors"))
         if set(state) != {"mean", "std", "codebook"} or state["codebook"].shape != codec.codebook.shape:
             raise ValueError(f"{folder} does not hold a mel codec of this config's shape")
