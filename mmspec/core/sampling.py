@@ -116,10 +116,11 @@ def guided_logits(logits: GuidedLogits, positions: torch.Tensor, config: Samplin
         return x
     if logits.uncond is None:
         raise ValueError("guidance_scale != 1 needs unconditional logits; start the session with guided=True")
+    if config.guidance_interval is None:
+        return classifier_free_guidance(logits.uncond, x, config.guidance_scale)
     scale = torch.full(positions.shape, config.guidance_scale, dtype=x.dtype, device=x.device)
-    if config.guidance_interval is not None:
-        start, end = config.guidance_interval
-        scale = torch.where((positions >= start) & (positions < end), scale, torch.ones_like(scale))
+    start, end = config.guidance_interval
+    scale = torch.where((positions >= start) & (positions < end), scale, torch.ones_like(scale))
     return classifier_free_guidance(logits.uncond, x, scale.view(*scale.shape, *[1] * (x.dim() - scale.dim())))
 
 

@@ -133,204 +133,229 @@ def neighbour_sources(layout) -> torch.Tensor:
     return torch.where(inside, found, -1)
 
 
-def candidates(loop, setting, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each leading slot's candidate steps, long `[B, R, D, C, K]` and whether each is one:
-    the steps next to its position (what it sees there: committed steps or the window's
-    drafts before it), then its draft with one codebook's token replaced by one of the m
-    most likely others of its carried q (from the windows' dense q `[B, R, L, K, V]`; with
-    K = 1, the m most likely tokens), without repeats, without the slot's own draft, and
-    only steps the layout allows there."""
-    B, R, L, K = loop.B, loop.R, loop.L, loop.K
-    D, m = min(setting.slots, L), setting.candidates
-    draft = loop.drafts[:, :, :D]  # [B, R, D, K]
-    pos = (loop.n[..., None] + torch.arange(D, device=loop.device)).clamp(max=loop.T - 1)  # [B, R, D]
-    src = loop.branch_sources[pos]  # [B, R, D, C_near]
-    known = torch.where(loop.committed[..., None], loop.tokens, -1)  # [B, T, K]
-    near = known.gather(1, src.clamp(min=0).view(B, -1, 1).expand(-1, -1, K)).view(*src.shape, K)
-    in_window = src - loop.n[..., None, None]  # the window slot of a source at or after n
-    from_draft = loop.drafts.gather(2, in_window.clamp(0, L - 1).view(B, R, -1, 1).expand(-1, -1, -1, K)).view_as(near)
-    near = torch.where((in_window >= 0)[..., None], from_draft, near).masked_fill((src < 0)[..., None], -1)
-    q = q[:, :, :D] * loop.q_carried[..., :D, None, None]  # one-hot first drafts offer none of their own
-    mass, likely = q.scatter(-1, draft.clamp(min=0)[..., None], 0.0).topk(min(m, loop.V), dim=-1)  # [B, R, D, K, m]
-    # codebook k's alternatives [B, R, D, K, m, K]: the draft step with token k replaced
-    own = torch.eye(K, dtype=torch.bool, device=loop.device)[:, None, :]  # [K (swapped), 1, K]
-    swapped = torch.where(own, likely[..., None], draft[..., None, None, :])
-    swapped = swapped.masked_fill((mass == 0)[..., None], -1).flatten(3, 4)
-    tokens = torch.cat([near, swapped], 3)  # [B, R, D, C, K]
-    C = tokens.shape[3]
-    earlier = torch.ones(C, C, dtype=torch.bool, device=loop.device).tril(-1)
-    repeat = (((tokens[..., :, None, :] == tokens[..., None, :, :]).all(-1)) & earlier).any(-1)
-    ok = (tokens >= 0).all(-1) & ~repeat & (tokens != draft[..., None, :]).any(-1)
-    allowed = allowed_steps(loop.layout, pos)
-    if allowed is not None:  # [B, R, D, K, V]: forced slots hold their token
-        fits = allowed[..., None, :, :].expand(-1, -1, -1, C, -1, -1).gather(-1, tokens.clamp(min=0)[..., None])
-        ok &= fits[..., 0].all(-1)
-    return tokens, ok
+@dataclass
+class Windows:
+    """What branches see of the loop's windows at one forward."""
+
+    n: torch.Tensor  # [B, R]: each window's first undecoded position
+    drafts: torch.Tensor  # [B, R, L, K], -1 = none
+    q: torch.Tensor  # [B, R, L, K, V]: the q each draft was drawn from
+    carried: torch.Tensor  # [B, R, L] bool: q is the p of the last forward (else one-hot, a first draft)
+    tokens: torch.Tensor  # [B, T, K]
+    committed: torch.Tensor  # [B, T] bool
 
 
-def add_branches(loop, live: torch.Tensor, inputs, setting):
-    """Appends the branch nodes (`setting`: a `BranchSetting`) of the live windows to
-    `inputs` and gives them tree attention; returns the extended inputs and the nodes."""
-    B, R, L, S, T, K, device = loop.B, loop.R, loop.L, loop.S, loop.T, loop.K, loop.device
-    D, c = min(setting.slots, L), setting.length
-    q = window_q(loop)
-    cand, cand_ok = candidates(loop, setting, q)
-    j = torch.arange(D, device=device)
-    i = torch.arange(c + 1, device=device)
-    # main candidate index r*S + t of every slot; input j + 1 feeds the draft of slot j
-    main_fed = torch.zeros(B, R * S, dtype=torch.bool, device=device)
-    main_fed.scatter_(1, inputs.take, inputs.valid)
-    main_fed = main_fed.view(B, R, S)[..., 1:]  # [B, R, L]: slot's draft is fed
-    follow = (j[:, None] + i[None, :]).clamp(max=L - 1)  # [D, c+1]: slot of node (j, ., i)
-    fed = main_fed[:, :, follow] & ((j[:, None] + i[None, :]) < L)  # [B, R, D, c+1]
-    C = cand.shape[3]  # candidates per slot
-    # behind each candidate: the drafts it kept from the last forward if it was a candidate
-    # there too, else the window's own drafts (stale: they followed the window's draft)
-    chain = loop.drafts[:, :, follow[:, 1:]][:, :, :, None].expand(-1, -1, -1, C, -1, -1)  # [B, R, D, C, c, K]
-    chain_q = q[:, :, follow[:, 1:]][:, :, :, None].expand(-1, -1, -1, C, -1, -1, -1)  # [B, R, D, C, c, K, V]
-    carry = loop.branch_carry
-    if carry is not None:
-        same = (cand[..., :, None, :] == carry.tokens[..., None, :, :]).all(-1) & (carry.tokens >= 0).all(-1)[..., None, :]
-        src = same.int().argmax(-1)  # [B, R, D, C]
-        kept = carry.chain.gather(3, src[..., None, None].expand(-1, -1, -1, -1, c, K))
-        use = same.any(-1)[..., None, None] & (kept >= 0).all(-1, keepdim=True)
-        chain = torch.where(use, kept, chain)
-        kept_q = carry.chain_q.gather(3, src[..., None, None, None].expand(-1, -1, -1, -1, c, K, loop.V))
-        chain_q = torch.where(use[..., None], kept_q, chain_q)
-    tokens = torch.cat([cand[..., None, :], chain], 4)  # [B, R, D, C, c + 1, K]
-    valid = live[..., None, None, None] & cand_ok[..., None] & fed[:, :, :, None, :] & (tokens >= 0).all(-1)
-    valid = valid.long().cumprod(-1).bool()
-    acts_as = (loop.n[..., None, None] + follow)[:, :, :, None, :].expand(B, R, D, C, c + 1)
+@dataclass
+class CacheMoves:
+    """Cache entries to keep: written at `sources [B, n]`, they stand for `positions`."""
 
-    flat_valid = valid.reshape(B, -1)
-    order = torch.argsort((~flat_valid).int(), dim=1, stable=True)
-    M0, M2 = inputs.tokens.shape[1], int(flat_valid.sum(1).max())
-    take = order[:, :M2]
-    node_valid = flat_valid.gather(1, take)
-    scratch = T + M0 + torch.arange(M2, device=device).expand(B, M2)
-    node_tokens = torch.where(node_valid[..., None], tokens.reshape(B, -1, K).gather(1, take[..., None].expand(-1, -1, K)), 0)
-    node_acts = torch.where(node_valid, acts_as.reshape(B, -1).gather(1, take), scratch)
-    index = torch.full((B, R * D * C * (c + 1)), -1, dtype=torch.long, device=device)
-    index.scatter_(1, take, torch.where(node_valid, M0 + torch.arange(M2, device=device), -1))
-
-    # what each input sees: main inputs as without branches; a node, the main inputs of its
-    # window up to slot j's input and the nodes of its own branch before it
-    main_pos, main_seg = inputs.positions, inputs.segments
-    mm = (main_pos[:, None, :] <= main_pos[:, :, None]) & (main_seg[:, None, :] == main_seg[:, :, None])
-    main_r, main_t = inputs.take // S, inputs.take % S  # [B, M0]
-    node_id = torch.arange(R * D * C * (c + 1), device=device).view(R, D, C, c + 1)
-    node_r = node_id.div(D * C * (c + 1), rounding_mode="floor").reshape(-1)
-    node_j = (node_id // (C * (c + 1)) % D).reshape(-1)
-    node_branch = (node_id // (c + 1)).reshape(-1)
-    node_i = (node_id % (c + 1)).reshape(-1)
-    nr, nj, nb, ni = (x[take] for x in (node_r, node_j, node_branch, node_i))  # [B, M2]
-    bm = (main_r[:, None, :] == nr[:, :, None]) & (main_t[:, None, :] <= nj[:, :, None]) & inputs.valid[:, None, :]
-    bb = (nb[:, None, :] == nb[:, :, None]) & (ni[:, None, :] <= ni[:, :, None]) & node_valid[:, None, :]
-    visible = torch.cat([torch.cat([mm, torch.zeros(B, M0, M2, dtype=torch.bool, device=device)], 2),
-                         torch.cat([bm, bb | torch.eye(M2, dtype=torch.bool, device=device)], 2)], 1)
-    tree = CallTree(acts_as=torch.cat([main_pos, node_acts], 1), visible=visible)
-    extended = replace(
-        inputs,
-        tokens=torch.cat([inputs.tokens, node_tokens], 1),
-        positions=torch.cat([main_pos, scratch], 1),
-        tree=tree,
-    )
-    shape = (B, R, D, C, c + 1)
-    return extended, BranchNodes(tokens.masked_fill(~valid[..., None], -1), valid, acts_as, index.view(shape), chain_q)
+    sources: torch.Tensor
+    positions: torch.Tensor
+    mask: torch.Tensor
 
 
-def window_q(loop) -> torch.Tensor:
-    """Dense q `[B, R, L, K, V]` of every window slot's draft: its carried p, or one-hot."""
-    q = F.one_hot(loop.drafts.clamp(min=0), loop.V).float()
-    rows = loop.q_row >= 0
-    if bool(rows.any()):
-        carried = loop.q_carried[rows][..., None, None]
-        q[rows] = torch.where(carried, loop.q_dense[loop.q_row[rows]], q[rows])
-    return q
+class Branches:
+    """The exact branches of one decoding call. It owns their state (the layout's
+    neighbour table, this forward's nodes, what each branch carries to the next forward);
+    the loop gives it a view of its windows and, forward by forward:
 
+    `extend` appends the nodes of a `BranchSetting` to the forward's inputs, `merge` folds
+    their verification into the windows', and `commit` says which of their cache entries
+    to keep. `reset` drops what they carry (the setting changed, or an AR step ran)."""
 
-def verify_branches(loop, nodes: BranchNodes, logits: GuidedLogits, out, b: torch.Tensor, r: torch.Tensor,
-                    drafts: torch.Tensor):
-    """Verifies every branch as a small window of its own; where a live window's first
-    rejected slot has a candidate equal to the token drawn there, that candidate's result
-    extends the window's verification; where it has only a candidate nearer the drawn step
-    than the draft (more of its K tokens equal), that candidate's next drafts replace the
-    window's. Every branch keeps its next drafts (coupled, as the window's) in
-    `loop.branch_carry`.
+    def __init__(self, layout, sampling, rule, coupled: bool, step_groups, generator, device):
+        self.layout, self.sampling, self.rule, self.coupled = layout, sampling, rule, coupled
+        self.step_groups, self.generator, self.device = step_groups, generator, device
+        self.sources = neighbour_sources(layout).to(device)
+        self.nodes: BranchNodes | None = None  # this forward's nodes
+        self.carry: BranchCarry | None = None
 
-    `out` is the main verification of the live windows `(b, r)`, `drafts` their `[N, S, K]`
-    drafts. Returns the merged output and the bool `[B, R, D, C, c + 1]` nodes whose cache
-    entries are committed context."""
-    B, R, S, K, V, T = loop.B, loop.R, loop.S, loop.K, loop.V, loop.T
-    D, C, c = nodes.valid.shape[2], nodes.valid.shape[3], nodes.valid.shape[4] - 1
-    rows = B * R * D * C
-    accept_u = uniforms((rows, c + 1, K), loop.generator, loop.device)
-    sample_u = uniforms((rows, c + 1, K), loop.generator, loop.device)
-    # every branch: slot i gets p from node i and, as its draft, the token of node i + 1
-    valid = nodes.valid.view(rows, c + 1)
-    idx = nodes.index.view(rows, c + 1).clamp(min=0)
-    seq = torch.arange(B, device=loop.device).repeat_interleave(R * D * C)[:, None]
-    pick = lambda t: t[seq, idx]
-    predicts = (nodes.acts_as.reshape(rows, c + 1) + 1).clamp(max=T - 1)
-    target = step_logits(GuidedLogits(pick(logits.cond), None if logits.uncond is None else pick(logits.uncond)),
-                         predicts, loop.sampling)
-    num_slots = valid.sum(-1)
-    has_draft = valid.roll(-1, 1)
-    has_draft[:, -1] = False
-    branch_drafts = torch.where(has_draft[..., None], nodes.tokens.view(rows, c + 1, K).roll(-1, 1), -1)
-    branch_q = torch.cat([nodes.chain_q.reshape(rows, c, K, V), torch.zeros(rows, 1, K, V, device=loop.device)], 1)
-    branch_q = branch_q * has_draft[..., None, None]
-    res = verify(
-        None, branch_q, branch_drafts, num_slots, accept_u, sample_u,
-        target_logits=target, sampling=loop.sampling, allowed=allowed_steps(loop.layout, predicts),
-        rule=loop.rule, coupling=loop.config.coupled,
-        step_groups=loop.step_groups, generator=loop.generator,
-    )
-    next_ok = valid[:, :c]  # node i - 1 computed the p that draft i follows
-    loop.branch_carry = BranchCarry(
-        tokens=torch.where(nodes.valid[..., 0, None], nodes.tokens[..., 0, :], -1),
-        chain=torch.where(next_ok[..., None], res.tokens[:, :c], -1).view(B, R, D, C, c, K),
-        chain_q=res.target_probs[:, :c].reshape(B, R, D, C, c, K, V),
-    )
+    def reset(self) -> None:
+        self.carry = None
 
-    keep = torch.zeros_like(nodes.valid)
-    a = out.accepted
-    at_a = a.clamp(max=S - 1)[:, None, None].expand(-1, 1, K)
-    x, draft = out.tokens.gather(1, at_a)[:, 0], drafts.gather(1, at_a)[:, 0]  # [N, K]: at slot a
-    rejected = (out.committed == a + 1) & (a < D) & (draft >= 0).all(-1)
-    at = a.clamp(max=D - 1)
-    agree = (nodes.tokens[b, r, at, :, 0] == x[:, None]).sum(-1)  # [N, C] codebooks equal to x
-    agree = torch.where(nodes.valid[b, r, at, :, 0] & rejected[:, None], agree, -1)
-    best, best_k = agree.max(-1)
-    hit_mask = best == K
-    use = (best > (draft == x).sum(-1)).nonzero()[:, 0]  # hits and near misses
-    if len(use) == 0:
-        return out, keep
-    hb, hr, ha, hk = b[use], r[use], a[use], best_k[use]
-    row = ((hb * R + hr) * D + ha) * C + hk
-    slot = torch.arange(c + 1, device=loop.device)
-    follow = (ha[:, None] + 1 + slot).clamp(max=S - 1)  # the window slots the branch predicts
-    write = slot[None, :] < num_slots[row][:, None]  # [H, c+1]
-    tokens, probs, committed = out.tokens.clone(), out.target_probs.clone(), out.committed.clone()
-    at_rows = use[:, None].expand_as(follow)[write]
-    tokens[at_rows, follow[write]] = res.tokens[row][write]
-    probs[at_rows, follow[write]] = res.target_probs[row][write]
-    h = hit_mask[use]
-    committed[use[h]] = ha[h] + 1 + res.committed[row[h]]
-    keep[hb[h], hr[h], ha[h], hk[h]] = nodes.valid[hb[h], hr[h], ha[h], hk[h]] & (slot[None, :] <= res.accepted[row[h]][:, None])
-    return replace(out, tokens=tokens, target_probs=probs, committed=committed), keep
+    def candidates(self, windows: Windows, setting: BranchSetting) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each leading slot's candidate steps, long `[B, R, D, C, K]` and whether each is
+        one: the steps next to its position (what it sees there: committed steps or the
+        window's drafts before it), then its draft with one codebook's token replaced by
+        one of the m most likely others of its carried q (with K = 1, the m most likely
+        tokens), without repeats, without the slot's own draft, and only steps the layout
+        allows there."""
+        B, R, L, K = windows.drafts.shape
+        T, V = windows.tokens.shape[1], windows.q.shape[-1]
+        D, m = min(setting.slots, L), setting.candidates
+        draft = windows.drafts[:, :, :D]  # [B, R, D, K]
+        pos = (windows.n[..., None] + torch.arange(D, device=self.device)).clamp(max=T - 1)  # [B, R, D]
+        src = self.sources[pos]  # [B, R, D, C_near]
+        known = torch.where(windows.committed[..., None], windows.tokens, -1)  # [B, T, K]
+        near = known.gather(1, src.clamp(min=0).view(B, -1, 1).expand(-1, -1, K)).view(*src.shape, K)
+        in_window = src - windows.n[..., None, None]  # the window slot of a source at or after n
+        from_draft = windows.drafts.gather(2, in_window.clamp(0, L - 1).view(B, R, -1, 1).expand(-1, -1, -1, K)).view_as(near)
+        near = torch.where((in_window >= 0)[..., None], from_draft, near).masked_fill((src < 0)[..., None], -1)
+        q = windows.q[:, :, :D] * windows.carried[..., :D, None, None]  # one-hot first drafts offer none of their own
+        mass, likely = q.scatter(-1, draft.clamp(min=0)[..., None], 0.0).topk(min(m, V), dim=-1)  # [B, R, D, K, m]
+        # codebook k's alternatives [B, R, D, K, m, K]: the draft step with token k replaced
+        own = torch.eye(K, dtype=torch.bool, device=self.device)[:, None, :]  # [K (swapped), 1, K]
+        swapped = torch.where(own, likely[..., None], draft[..., None, None, :])
+        swapped = swapped.masked_fill((mass == 0)[..., None], -1).flatten(3, 4)
+        tokens = torch.cat([near, swapped], 3)  # [B, R, D, C, K]
+        C = tokens.shape[3]
+        earlier = torch.ones(C, C, dtype=torch.bool, device=self.device).tril(-1)
+        repeat = (((tokens[..., :, None, :] == tokens[..., None, :, :]).all(-1)) & earlier).any(-1)
+        ok = (tokens >= 0).all(-1) & ~repeat & (tokens != draft[..., None, :]).any(-1)
+        allowed = allowed_steps(self.layout, pos)
+        if allowed is not None:  # [B, R, D, K, V]: forced slots hold their token
+            fits = allowed[..., None, :, :].expand(-1, -1, -1, C, -1, -1).gather(-1, tokens.clamp(min=0)[..., None])
+            ok &= fits[..., 0].all(-1)
+        return tokens, ok
 
+    def extend(self, windows: Windows, live: torch.Tensor, inputs, setting: BranchSetting):
+        """Appends the branch nodes of the live windows to `inputs` (the loop's packed
+        inputs) under tree attention; returns the extended inputs."""
+        B, R, L, K = windows.drafts.shape
+        S, T, V, device = L + 1, windows.tokens.shape[1], windows.q.shape[-1], self.device
+        D, c = min(setting.slots, L), setting.length
+        q = windows.q
+        cand, cand_ok = self.candidates(windows, setting)
+        j = torch.arange(D, device=device)
+        i = torch.arange(c + 1, device=device)
+        # main candidate index r*S + t of every slot; input j + 1 feeds the draft of slot j
+        main_fed = torch.zeros(B, R * S, dtype=torch.bool, device=device)
+        main_fed.scatter_(1, inputs.take, inputs.valid)
+        main_fed = main_fed.view(B, R, S)[..., 1:]  # [B, R, L]: slot's draft is fed
+        follow = (j[:, None] + i[None, :]).clamp(max=L - 1)  # [D, c+1]: slot of node (j, ., i)
+        fed = main_fed[:, :, follow] & ((j[:, None] + i[None, :]) < L)  # [B, R, D, c+1]
+        C = cand.shape[3]  # candidates per slot
+        # behind each candidate: the drafts it kept from the last forward if it was a candidate
+        # there too, else the window's own drafts (stale: they followed the window's draft)
+        chain = windows.drafts[:, :, follow[:, 1:]][:, :, :, None].expand(-1, -1, -1, C, -1, -1)  # [B, R, D, C, c, K]
+        chain_q = q[:, :, follow[:, 1:]][:, :, :, None].expand(-1, -1, -1, C, -1, -1, -1)  # [B, R, D, C, c, K, V]
+        carry = self.carry
+        if carry is not None:
+            same = (cand[..., :, None, :] == carry.tokens[..., None, :, :]).all(-1) & (carry.tokens >= 0).all(-1)[..., None, :]
+            src = same.int().argmax(-1)  # [B, R, D, C]
+            kept = carry.chain.gather(3, src[..., None, None].expand(-1, -1, -1, -1, c, K))
+            use = same.any(-1)[..., None, None] & (kept >= 0).all(-1, keepdim=True)
+            chain = torch.where(use, kept, chain)
+            kept_q = carry.chain_q.gather(3, src[..., None, None, None].expand(-1, -1, -1, -1, c, K, V))
+            chain_q = torch.where(use[..., None], kept_q, chain_q)
+        tokens = torch.cat([cand[..., None, :], chain], 4)  # [B, R, D, C, c + 1, K]
+        valid = live[..., None, None, None] & cand_ok[..., None] & fed[:, :, :, None, :] & (tokens >= 0).all(-1)
+        valid = valid.long().cumprod(-1).bool()
+        acts_as = (windows.n[..., None, None] + follow)[:, :, :, None, :].expand(B, R, D, C, c + 1)
 
-def commit_branches(loop, nodes: BranchNodes, keep: torch.Tensor, committed: torch.Tensor) -> None:
-    """Moves the kept nodes' cache entries (written at scratch position T + input index) to
-    the positions they stand for, and commits them there."""
-    keep = keep & (nodes.acts_as < (loop.n + committed)[..., None, None, None])
-    if not bool(keep.any()):
-        return
-    B = loop.B
-    keep, positions = keep.reshape(B, -1), nodes.acts_as.reshape(B, -1)
-    sources = torch.where(keep, loop.T + nodes.index.reshape(B, -1), loop.T)
-    positions = torch.where(keep, positions, loop.T)
-    loop.session.relocate(sources, positions, keep)
-    loop.session.commit(positions, keep)
-    loop.kv_done[loop.b.expand_as(keep)[keep], positions[keep]] = True
+        flat_valid = valid.reshape(B, -1)
+        order = torch.argsort((~flat_valid).int(), dim=1, stable=True)
+        M0, M2 = inputs.tokens.shape[1], int(flat_valid.sum(1).max())
+        take = order[:, :M2]
+        node_valid = flat_valid.gather(1, take)
+        scratch = T + M0 + torch.arange(M2, device=device).expand(B, M2)
+        node_tokens = torch.where(node_valid[..., None], tokens.reshape(B, -1, K).gather(1, take[..., None].expand(-1, -1, K)), 0)
+        node_acts = torch.where(node_valid, acts_as.reshape(B, -1).gather(1, take), scratch)
+        index = torch.full((B, R * D * C * (c + 1)), -1, dtype=torch.long, device=device)
+        index.scatter_(1, take, torch.where(node_valid, M0 + torch.arange(M2, device=device), -1))
+
+        # what each input sees: main inputs as without branches; a node, the main inputs of its
+        # window up to slot j's input and the nodes of its own branch before it
+        main_pos, main_seg = inputs.positions, inputs.segments
+        mm = (main_pos[:, None, :] <= main_pos[:, :, None]) & (main_seg[:, None, :] == main_seg[:, :, None])
+        main_r, main_t = inputs.take // S, inputs.take % S  # [B, M0]
+        node_id = torch.arange(R * D * C * (c + 1), device=device).view(R, D, C, c + 1)
+        node_r = node_id.div(D * C * (c + 1), rounding_mode="floor").reshape(-1)
+        node_j = (node_id // (C * (c + 1)) % D).reshape(-1)
+        node_branch = (node_id // (c + 1)).reshape(-1)
+        node_i = (node_id % (c + 1)).reshape(-1)
+        nr, nj, nb, ni = (x[take] for x in (node_r, node_j, node_branch, node_i))  # [B, M2]
+        bm = (main_r[:, None, :] == nr[:, :, None]) & (main_t[:, None, :] <= nj[:, :, None]) & inputs.valid[:, None, :]
+        bb = (nb[:, None, :] == nb[:, :, None]) & (ni[:, None, :] <= ni[:, :, None]) & node_valid[:, None, :]
+        visible = torch.cat([torch.cat([mm, torch.zeros(B, M0, M2, dtype=torch.bool, device=device)], 2),
+                             torch.cat([bm, bb | torch.eye(M2, dtype=torch.bool, device=device)], 2)], 1)
+        tree = CallTree(acts_as=torch.cat([main_pos, node_acts], 1), visible=visible)
+        shape = (B, R, D, C, c + 1)
+        self.nodes = BranchNodes(tokens.masked_fill(~valid[..., None], -1), valid, acts_as, index.view(shape), chain_q)
+        return replace(inputs, tokens=torch.cat([inputs.tokens, node_tokens], 1),
+                       positions=torch.cat([main_pos, scratch], 1), tree=tree)
+
+    def merge(self, logits: GuidedLogits, out, b: torch.Tensor, r: torch.Tensor, drafts: torch.Tensor):
+        """Verifies every branch as a small window of its own; where a live window's first
+        rejected slot has a candidate equal to the token drawn there, that candidate's
+        result extends the window's verification; where it has only a candidate nearer the
+        drawn step than the draft (more of its K tokens equal), that candidate's next
+        drafts replace the window's. Every branch keeps its next drafts (coupled, as the
+        window's) for the next forward.
+
+        `out` is the main verification of the live windows `(b, r)`, `drafts` their
+        `[N, S, K]` drafts. Returns the merged output and the bool `[B, R, D, C, c + 1]`
+        nodes whose cache entries are committed context."""
+        nodes = self.nodes
+        B, R, D, C, c1 = nodes.valid.shape
+        c, S, K, V = c1 - 1, drafts.shape[1], drafts.shape[2], nodes.chain_q.shape[-1]
+        T = self.layout.length
+        rows = B * R * D * C
+        accept_u = uniforms((rows, c + 1, K), self.generator, self.device)
+        sample_u = uniforms((rows, c + 1, K), self.generator, self.device)
+        # every branch: slot i gets p from node i and, as its draft, the token of node i + 1
+        valid = nodes.valid.view(rows, c + 1)
+        idx = nodes.index.view(rows, c + 1).clamp(min=0)
+        seq = torch.arange(B, device=self.device).repeat_interleave(R * D * C)[:, None]
+        pick = lambda t: t[seq, idx]
+        predicts = (nodes.acts_as.reshape(rows, c + 1) + 1).clamp(max=T - 1)
+        target = step_logits(GuidedLogits(pick(logits.cond), None if logits.uncond is None else pick(logits.uncond)),
+                             predicts, self.sampling)
+        num_slots = valid.sum(-1)
+        has_draft = valid.roll(-1, 1)
+        has_draft[:, -1] = False
+        branch_drafts = torch.where(has_draft[..., None], nodes.tokens.view(rows, c + 1, K).roll(-1, 1), -1)
+        branch_q = torch.cat([nodes.chain_q.reshape(rows, c, K, V), torch.zeros(rows, 1, K, V, device=self.device)], 1)
+        branch_q = branch_q * has_draft[..., None, None]
+        res = verify(
+            None, branch_q, branch_drafts, num_slots, accept_u, sample_u,
+            target_logits=target, sampling=self.sampling, allowed=allowed_steps(self.layout, predicts),
+            rule=self.rule, coupling=self.coupled,
+            step_groups=self.step_groups, generator=self.generator, check=False,
+        )
+        next_ok = valid[:, :c]  # node i - 1 computed the p that draft i follows
+        self.carry = BranchCarry(
+            tokens=torch.where(nodes.valid[..., 0, None], nodes.tokens[..., 0, :], -1),
+            chain=torch.where(next_ok[..., None], res.tokens[:, :c], -1).view(B, R, D, C, c, K),
+            chain_q=res.target_probs[:, :c].reshape(B, R, D, C, c, K, V),
+        )
+
+        keep = torch.zeros_like(nodes.valid)
+        a = out.accepted
+        at_a = a.clamp(max=S - 1)[:, None, None].expand(-1, 1, K)
+        x, draft = out.tokens.gather(1, at_a)[:, 0], drafts.gather(1, at_a)[:, 0]  # [N, K]: at slot a
+        rejected = (out.committed == a + 1) & (a < D) & (draft >= 0).all(-1)
+        at = a.clamp(max=D - 1)
+        agree = (nodes.tokens[b, r, at, :, 0] == x[:, None]).sum(-1)  # [N, C] codebooks equal to x
+        agree = torch.where(nodes.valid[b, r, at, :, 0] & rejected[:, None], agree, -1)
+        best, best_k = agree.max(-1)
+        hit_mask = best == K
+        use = (best > (draft == x).sum(-1)).nonzero()[:, 0]  # hits and near misses
+        if len(use) == 0:
+            return out, keep
+        hb, hr, ha, hk = b[use], r[use], a[use], best_k[use]
+        row = ((hb * R + hr) * D + ha) * C + hk
+        slot = torch.arange(c + 1, device=self.device)
+        follow = (ha[:, None] + 1 + slot).clamp(max=S - 1)  # the window slots the branch predicts
+        write = slot[None, :] < num_slots[row][:, None]  # [H, c+1]
+        tokens, probs, committed = out.tokens.clone(), out.target_probs.clone(), out.committed.clone()
+        at_rows = use[:, None].expand_as(follow)[write]
+        tokens[at_rows, follow[write]] = res.tokens[row][write]
+        probs[at_rows, follow[write]] = res.target_probs[row][write]
+        h = hit_mask[use]
+        committed[use[h]] = ha[h] + 1 + res.committed[row[h]]
+        keep[hb[h], hr[h], ha[h], hk[h]] = nodes.valid[hb[h], hr[h], ha[h], hk[h]] & (slot[None, :] <= res.accepted[row[h]][:, None])
+        return replace(out, tokens=tokens, target_probs=probs, committed=committed), keep
+
+    def commit(self, keep: torch.Tensor, n: torch.Tensor, committed: torch.Tensor) -> CacheMoves | None:
+        """The kept nodes' cache entries (written at scratch position T + input index) that
+        stand for positions now committed (before `n + committed` of their window); slides
+        what the branches carry by `committed`."""
+        nodes, T = self.nodes, self.layout.length
+        self.carry = self.carry.slide(committed)
+        keep = keep & (nodes.acts_as < (n + committed)[..., None, None, None])
+        if not bool(keep.any()):
+            return None
+        B = keep.shape[0]
+        keep, positions = keep.reshape(B, -1), nodes.acts_as.reshape(B, -1)
+        return CacheMoves(torch.where(keep, T + nodes.index.reshape(B, -1), T), torch.where(keep, positions, T), keep)

@@ -40,7 +40,7 @@ from mmspec.core.layout import TokenLayout
 from mmspec.core.rules import bind_cached
 from mmspec.core.sampling import SamplingConfig, sample, transform, uniforms
 from mmspec.decoding.auto import BRANCH_PRESETS, Choice, ChoiceLog, make_chooser
-from mmspec.decoding.branches import add_branches, branch_nodes, check_branches, commit_branches, neighbour_sources, verify_branches
+from mmspec.decoding.branches import Branches, CacheMoves, Windows, branch_nodes, check_branches
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.cost_model import CostCurve, GlueTimer
 from mmspec.decoding.drafts import Hints, first_drafts
@@ -120,9 +120,10 @@ class JacobiLoop:
         self.step_groups = config.step_groups(layout.tokens_per_step)
         self.device = device = session.prefill_logits().cond.device
         branch_settings = branch_options(config, device)
+        self.branches = None  # the call's branches, when a setting may use them
         if any(b is not None for b in branch_settings):
             check_branches(session, layout, processors)
-            self.branch_sources = neighbour_sources(layout).to(device)
+            self.branches = Branches(layout, sampling, self.rule, config.coupled, self.step_groups, generator, device)
         plan = config.scheduler.plan(layout)
         self.starts, self.ends = plan.starts.to(device), plan.ends.to(device)
         self.parent, self.need = plan.parent.to(device), plan.need.to(device)
@@ -144,8 +145,6 @@ class JacobiLoop:
         self.n = self.starts.expand(B, R).clone()  # first undecoded position of each window
         self.opened = (self.parent < 0).expand(B, R).clone()
         self.hints = None  # redraft: the last forward's predictions and the drafts it was fed
-        self.nodes = None  # branches: this forward's branch nodes
-        self.branch_carry = None  # branches: what they keep for the next forward
         self.b = torch.arange(B, device=device)[:, None]
         self.slot = torch.arange(self.S, device=device)
         self.slot_L = self.slot[:L]
@@ -282,7 +281,7 @@ class JacobiLoop:
             self.glue.end_forward()
         self.forwards += 1
         M = inputs.take.shape[1]  # the window inputs; branch nodes follow them
-        main = GuidedLogits(*(None if x is None else x[:, :M] for x in (logits.cond, logits.uncond)))
+        main = logits if inputs.tree is None else GuidedLogits(*(None if x is None else x[:, :M] for x in (logits.cond, logits.uncond)))
         # uniforms for every window, live or not: a call's draws never depend on which are done
         accept_u, sample_u = uniforms((2, B * R, S, K), self.generator, self.device)
         window = live.view(-1).nonzero()[:, 0]  # the live windows, b * R + r
@@ -309,8 +308,8 @@ class JacobiLoop:
             step_groups=self.step_groups, generator=self.generator, check=False,
         )
         keep, main = None, out
-        if self.nodes is not None:
-            out, keep = verify_branches(self, self.nodes, logits, out, b, r, drafts)
+        if inputs.tree is not None:
+            out, keep = self.branches.merge(logits, out, b, r, drafts)
         if self.chooser is not None:
             self.observed += torch.stack([out.committed.sum(), (out.committed - main.committed).sum()]) / max(len(b), 1)
         return Verified.scatter(out, b, r, self.drafts, S), keep
@@ -338,8 +337,9 @@ class JacobiLoop:
         self.kv_done[self.b.expand_as(keep)[keep], positions[keep]] = True
         if branch_keep is not None:  # a branch sees its window's input at n-1: committed unless a stand-in
             pred_true = inputs.on_committed_context.view(B, self.R, S)[..., 0]
-            commit_branches(self, self.nodes, branch_keep & pred_true[..., None, None, None], committed)
-            self.branch_carry = self.branch_carry.slide(committed)
+            moves = self.branches.commit(branch_keep & pred_true[..., None, None, None], self.n, committed)
+            if moves is not None:
+                self.keep_moved(moves)
         self.n = self.n + committed
         src = self.slot_L + committed[..., None]  # new slot i takes old slot i + c
         self.q_carried = src < num_slots[..., None]
@@ -361,6 +361,23 @@ class JacobiLoop:
         self.q_dense = verified.target_probs.gather(1, src[b, r][..., None, None].expand(-1, -1, K, V))
         self.q_row.fill_(-1)
         self.q_row[b, r] = torch.arange(len(b), device=self.device)
+
+    def keep_moved(self, moves: CacheMoves) -> None:
+        """Moves cache entries the branches computed on committed context to the positions
+        they stand for, and commits them there."""
+        self.session.relocate(moves.sources, moves.positions, moves.mask)
+        self.session.commit(moves.positions, moves.mask)
+        self.kv_done[self.b.expand_as(moves.mask)[moves.mask], moves.positions[moves.mask]] = True
+
+    def windows(self) -> Windows:
+        """The windows as branches see them, with the dense q of every draft (its carried
+        p, or one-hot)."""
+        q = F.one_hot(self.drafts.clamp(min=0), self.V).float()
+        rows = self.q_row >= 0
+        if bool(rows.any()):
+            carried = self.q_carried[rows][..., None, None]
+            q[rows] = torch.where(carried, self.q_dense[self.q_row[rows]], q[rows])
+        return Windows(self.n, self.drafts, q, self.q_carried, self.tokens, self.committed)
 
     def run(self, on_step: Callable[[int, int], None] | None = None,
             on_commit: Callable[[torch.Tensor], None] | None = None) -> tuple[torch.Tensor, DecodeStats]:
@@ -384,9 +401,8 @@ class JacobiLoop:
             else:
                 live = self.open_windows()
                 inputs = self.pack_inputs(live)
-                self.nodes = None
                 if self.choice.branches is not None:
-                    inputs, self.nodes = add_branches(self, live, inputs, self.choice.branches)
+                    inputs = self.branches.extend(self.windows(), live, inputs, self.choice.branches)
                 self.commit_and_slide(inputs, *self.forward_and_verify(inputs, live))
                 if self.chooser is not None:
                     self.glue.end_iteration("glue_s")
@@ -429,7 +445,8 @@ class JacobiLoop:
         self.n[:, 0] = n + live.long()
         self.drafts.fill_(-1)
         self.q_carried.zero_()
-        self.branch_carry = None
+        if self.branches is not None:
+            self.branches.reset()
 
     def choose(self) -> None:
         """auto: the window, branches and first drafts of the next forwards, from the past alone."""
@@ -443,7 +460,7 @@ class JacobiLoop:
         live = self.opened & (self.n < self.ends) & ~self.stopping.finished[:, None]
         choice = self.chooser.choose(max(1, -(-int(live.sum()) // self.B)))
         if choice.branches != self.choice.branches:  # kept branch drafts belong to the old setting
-            self.branch_carry = None
+            self.branches.reset()
         self.choice = choice
         self.drafter = choice.drafter or self.config.drafter or self.drafter
         self.choices.add(choice)

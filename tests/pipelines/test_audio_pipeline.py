@@ -14,7 +14,7 @@ from mmspec.cli import main
 from mmspec.core.contracts import GuidedLogits
 from mmspec.core.sampling import target_probs
 from mmspec.decoding import jacobi
-from mmspec.decoding.branches import commit_branches
+from mmspec.decoding.branches import Branches
 from mmspec.decoding.config import DecodingConfig
 from mmspec.metrics.losslessness import all_sequences, chi_square
 from mmspec.models.musicgen import MusicgenLM, WordCondition, delay_pattern
@@ -88,9 +88,9 @@ def test_frame_wise_verification_is_lossless_under_the_delay_pattern(decoding, T
     positions = torch.arange(T).expand(len(sequences), -1)
     p = target_probs(both, positions, sampling, lm.layout().allowed_at(positions)).double()
     probs = p.gather(-1, sequences[..., None])[..., 0].prod(-1).prod(-1)
-    kept = []
-    monkeypatch.setattr(jacobi, "commit_branches", lambda loop, nodes, keep, committed: (
-        kept.append(int(keep.sum())), commit_branches(loop, nodes, keep, committed)))
+    kept, commit = [], Branches.commit
+    monkeypatch.setattr(Branches, "commit", lambda self, keep, n, committed: (
+        kept.append(int(keep.sum())), commit(self, keep, n, committed))[1])
     tokens, stats = generate(lm, torch.ones(N, dtype=torch.long), decoding, sampling, generator=torch.Generator().manual_seed(3))
     index = {tuple(s.flatten().tolist()): i for i, s in enumerate(sequences)}
     counts = torch.bincount(torch.tensor([index[tuple(s.flatten().tolist())] for s in tokens]), minlength=len(sequences))
