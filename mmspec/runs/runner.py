@@ -11,7 +11,8 @@
   the run is compared with the one the folder holds: other settings, or an item id given
   other inputs or another seed, are refused with the way out (`start(restart=True)`, the
   verbs' `--restart`, deletes the earlier results). A rerun may add items: the run is all
-  of them, in the order they were first given.
+  of them, in the order they were first given. A recorded run that finished no item (it
+  failed on its first) holds nothing to mix, and any run replaces it.
 - An item is done when its record reads back whole and every one of its files exists; a
   record torn by a killed write is dropped and its item redone.
 - Every file is written under a temporary name and renamed (`atomic_write`); a killed
@@ -239,9 +240,16 @@ class Run:
             self.check_no_results()
             known = []
         else:
-            self.check_settings(recorded["settings"])
             known = recorded_items(recorded, self.out_dir / RUN_FILE)
-            self.check_items(known)
+            try:
+                self.check_settings(recorded["settings"])
+                self.check_items(known)
+            except ValueError:
+                if any((self.out_dir / RECORDS).glob("*.json")):
+                    raise
+                # the recorded run finished nothing (its first item failed): there is nothing to mix
+                logger.info("%s holds a run that finished no item; this run replaces it", self.out_dir)
+                known = []
         known_ids = {item.id for item in known}
         self.run_items = known + [item for item in self.items if item.id not in known_ids]
         self.out_dir.mkdir(parents=True, exist_ok=True)

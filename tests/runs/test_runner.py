@@ -35,18 +35,21 @@ def test_a_run_resumes_grows_and_lists_every_item_in_its_order(tmp_path):
     (RunItem("a", {"prompt": "a"}, seed=5), "item a of .* was generated with seed 0, not 5"),
 ])
 def test_an_id_with_other_inputs_or_seed_is_refused_even_before_it_is_done(tmp_path, item, message):
-    run_of(tmp_path, [RunItem("a", {"prompt": "a"}, seed=0)]).start()
+    done = RunItem("z", {"prompt": "z"}, seed=0)
+    finish(run_of(tmp_path, [RunItem("a", {"prompt": "a"}, seed=0), done]).start(), done)
     with pytest.raises(ValueError, match=message + ".*--restart deletes its results"):
         run_of(tmp_path, [item]).start()
     assert len(run_of(tmp_path, [item]).start(restart=True).todo()) == 1
 
 
-def test_other_settings_are_refused_by_name(tmp_path):
-    run_of(tmp_path, [], {"seed": 0, "decoding": "ar"}).start()
+def test_other_settings_are_refused_by_name_once_an_item_is_done(tmp_path):
+    item = RunItem("a", {}, seed=0)
+    run_of(tmp_path, [item], {"seed": 0, "decoding": "sjd"}).start()  # failed on its first item: replaced
+    finish(run_of(tmp_path, [item], {"seed": 0, "decoding": "ar"}).start(), item)
     with pytest.raises(ValueError, match="holds a run with other decoding settings"):
-        run_of(tmp_path, [], {"seed": 0, "decoding": "sjd"}).start()
+        run_of(tmp_path, [item], {"seed": 0, "decoding": "sjd"}).start()
     with pytest.raises(ValueError, match="holds a run with other format settings"):
-        run_of(tmp_path, [], {"seed": 0, "decoding": "ar", "format": "gif"}).start()
+        run_of(tmp_path, [item], {"seed": 0, "decoding": "ar", "format": "gif"}).start()
 
 
 def test_a_torn_record_and_a_missing_file_are_redone_and_temporary_files_removed(tmp_path):
