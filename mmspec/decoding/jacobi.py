@@ -91,20 +91,23 @@ class Verified:
     committed: torch.Tensor  # [B, R]
     accepted: torch.Tensor  # [B, R]
     tokens: torch.Tensor  # [B, R, S, K]
-    target_probs: torch.Tensor  # [N, S, K, V], live windows only
+    target_probs: torch.Tensor  # [N, Sv, K, V], live windows only, the verified slots
     b: torch.Tensor  # [N]
     r: torch.Tensor  # [N]
 
     @classmethod
     def scatter(cls, out, b: torch.Tensor, r: torch.Tensor, drafts: torch.Tensor, S: int) -> "Verified":
         B, R, L, K = drafts.shape
+        Sv = out.tokens.shape[1]  # the verified slots; the later ones pass their drafts through
         if len(b) == B * R:  # every window is live
             view = lambda x: x.view(B, R, *x.shape[1:])
-            return cls(view(out.committed), view(out.accepted), view(out.tokens), out.target_probs, b, r)
+            tokens = view(out.tokens) if Sv == S else torch.cat([view(out.tokens), drafts[:, :, Sv:], drafts.new_full((B, R, 1, K), -1)], 2)
+            return cls(view(out.committed), view(out.accepted), tokens, out.target_probs, b, r)
         committed = torch.zeros(B, R, dtype=torch.long, device=drafts.device)
         accepted = torch.zeros_like(committed)
         tokens = torch.cat([drafts, drafts.new_full((B, R, S - L, K), -1)], 2)
-        committed[b, r], accepted[b, r], tokens[b, r] = out.committed, out.accepted, out.tokens
+        committed[b, r], accepted[b, r] = out.committed, out.accepted
+        tokens[b, r, :Sv] = out.tokens
         return cls(committed, accepted, tokens, out.target_probs, b, r)
 
 
@@ -286,23 +289,29 @@ class JacobiLoop:
         accept_u, sample_u = uniforms((2, B * R, S, K), self.generator, self.device)
         window = live.view(-1).nonzero()[:, 0]  # the live windows, b * R + r
         b, r = window // R, window % R
-        by_slot = inputs.slot_input.view(B, R, S)[b, r]  # [N, S]: input feeding each slot
+        # the slots that can have a p: those of the chosen window and the one after it (a
+        # branch's run may reach past them); the later ones pass through unverified
+        Sv = S if inputs.tree is not None else min(S, self.choice.window + 1)
+        Lv = min(L, Sv)  # of them, the slots that hold a draft
+        by_slot = inputs.slot_input.view(B, R, S)[b, r, :Sv]  # [N, Sv]: input feeding each slot
         slot_logits = lambda x: x[b[:, None], by_slot]
-        win_pos = (self.n[b, r][:, None] + self.slot).clamp(max=T - 1)  # [N, S]
+        win_pos = (self.n[b, r][:, None] + self.slot[:Sv]).clamp(max=T - 1)  # [N, Sv]
         if self.processors:  # scored per window slot, each with its own history
-            history = self.window_history(b, r)
+            history = self.window_history(b, r)[:, :Sv]
             picked = GuidedLogits(slot_logits(main.cond), None if main.uncond is None else slot_logits(main.uncond))
             target = step_logits(picked, win_pos, self.sampling, self.processors, self.prompt, history)
         else:
             target = slot_logits(step_logits(main, (inputs.positions[:, :M] + 1).clamp(max=T - 1), self.sampling))
-        in_seg = (win_pos[:, :L] < self.ends[r][:, None])[..., None]
-        drafts = torch.cat([torch.where(in_seg, self.drafts[b, r], -1), self.drafts.new_full((len(window), 1, K), -1)], 1)
-        q = F.one_hot(drafts[:, :L].clamp(min=0), V).float()  # first drafts: one-hot
+        in_seg = (win_pos[:, :Lv] < self.ends[r][:, None])[..., None]
+        drafts = torch.where(in_seg, self.drafts[b, r, :Lv], -1)
+        q = F.one_hot(drafts.clamp(min=0), V).float()  # first drafts: one-hot
         if len(self.q_dense):  # carried drafts: the p of their slot in the last verification
-            q = torch.where(self.q_carried[b, r][..., None, None], self.q_dense[self.q_row[b, r].clamp(min=0)], q)
-        q = torch.cat([q, q.new_zeros(len(window), 1, K, V)], 1)
+            q = torch.where(self.q_carried[b, r, :Lv][..., None, None], self.q_dense[:, :Lv][self.q_row[b, r].clamp(min=0)], q)
+        if Sv > L:  # the slot after the last draft has a p and no draft
+            drafts = torch.cat([drafts, drafts.new_full((len(window), 1, K), -1)], 1)
+            q = torch.cat([q, q.new_zeros(len(window), 1, K, V)], 1)
         out = verify(
-            None, q, drafts, inputs.num_slots[b, r], accept_u[window], sample_u[window],
+            None, q, drafts, inputs.num_slots[b, r], accept_u[window, :Sv], sample_u[window, :Sv],
             target_logits=target, sampling=self.sampling, allowed=allowed_steps(self.layout, win_pos),
             rule=self.rule, coupling=self.config.coupled,
             step_groups=self.step_groups, generator=self.generator, check=False,
@@ -358,7 +367,8 @@ class JacobiLoop:
             self.q_carried.zero_()
         self.drafts = carried
         b, r = verified.b, verified.r
-        self.q_dense = verified.target_probs.gather(1, src[b, r][..., None, None].expand(-1, -1, K, V))
+        verified_src = src[b, r].clamp(max=verified.target_probs.shape[1] - 1)  # slots past the verified ones are not carried
+        self.q_dense = verified.target_probs.gather(1, verified_src[..., None, None].expand(-1, -1, K, V))
         self.q_row.fill_(-1)
         self.q_row[b, r] = torch.arange(len(b), device=self.device)
 
