@@ -122,3 +122,8 @@ def test_speak_refuses_unbounded_or_non_finite_settings(capsys, scratch, flags, 
     code, err = run(capsys, "speak", "seven", "--decoding", "mc-sjd", *flags, "--out", "s.wav")
     assert_one_line_error(code, err, word)
     assert not (scratch / "s.wav").exists()
+
+
+def test_speak_refuses_another_family_before_loading_it(capsys, scratch):
+    code, err = run(capsys, "speak", "seven", "--pipeline", "mesh", "--out", "s.wav")
+    assert_one_line_error(code, err, "MeshPipeline", "mmspec mesh")
