@@ -8,6 +8,7 @@ PIPELINES = {
     "LlamaGenPipeline": "mmspec.pipelines.llamagen",
     "Emu3Pipeline": "mmspec.pipelines.emu3",
     "JanusPipeline": "mmspec.pipelines.janus",
+    "LuminaMGPTPipeline": "mmspec.pipelines.lumina_mgpt",
     "CaptioningPipeline": "mmspec.pipelines.captioning",
     "MeshPipeline": "mmspec.pipelines.mesh",
     "SpeechPipeline": "mmspec.pipelines.audio",

@@ -1,0 +1,141 @@
+"""LuminaMGPTPipeline on the Lumina-mGPT fixture model (tests/fixtures/lumina_mgpt), a
+word-level tokenizer over its vocabulary and a tiny random VQGAN of 8,192 codes."""
+
+import json
+
+import pytest
+import torch
+from PIL import Image
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+
+from mmspec.core.sampling import SamplingConfig
+from mmspec.decoding.config import DecodingConfig
+from mmspec.decoding.generate import generate
+from mmspec.models.chameleon import ChameleonImageGenerator
+from mmspec.pipelines import load_pipeline
+from mmspec.pipelines.lumina_mgpt import LuminaMGPTPipeline
+from mmspec.tokenizers.chameleon_vqgan import ChameleonVQGANDecoder, VQGANConfig
+from tests.models.test_chameleon import FIXTURE, fixture_model, lumina_folder
+
+WORDS = ["Generate", "an", "image", "of", "according", "to", "the", "following", "prompt", ":", "a", "cat", "dog", "red"]
+SIZE = 64  # pixels: 2 x 2 grids of 32, 4 x 4 image tokens
+
+
+def tiny_tokenizer() -> PreTrainedTokenizerFast:
+    """Chameleon's names for the special and image ids; words at otherwise unused ids."""
+    vocab = json.loads((FIXTURE / "config.json").read_text())["vocabulary_map"]
+    by_id = {i: name for name, i in vocab.items()}
+    for i, word in enumerate(WORDS):
+        by_id[8810 + i] = word
+    tok = Tokenizer(models.WordLevel({name: i for i, name in by_id.items()}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                                   pad_token="<pad>", padding_side="left")
+
+
+def tiny_vqgan() -> ChameleonVQGANDecoder:
+    torch.manual_seed(0)
+    return ChameleonVQGANDecoder(VQGANConfig(n_embed=8192, embed_dim=4, z_channels=8, ch=32, ch_mult=[1, 1],
+                                             num_res_blocks=0, resolution=32)).eval()
+
+
+@pytest.fixture(scope="module")
+def pipe():
+    pipe = LuminaMGPTPipeline(fixture_model(), tiny_tokenizer(), tiny_vqgan(), height=SIZE, width=SIZE)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+def call(pipe, seed=0, **kwargs):
+    return pipe(**{"prompt": ["a cat", "red dog"], "generator": torch.Generator().manual_seed(seed), **kwargs})
+
+
+def test_prompt_is_lumina_mgpts_template(pipe):
+    ids = pipe.prompt_ids("a cat", 32, 32)
+    words = [pipe.processor.convert_ids_to_tokens(i) for i in ids]
+    # "32x32" is no word of the tiny tokenizer: it is <unk> here, one token of the real one
+    assert words == ["<s>", "Generate", "an", "image", "of", "<unk>", "according", "to", "the", "following", "prompt", ":",
+                     "a", "cat", "<reserved08706>"]
+    assert ids[-1] == 8710  # the separator, which is also Lumina-mGPT's EOS
+    anole = LuminaMGPTPipeline(pipe.model, pipe.processor, pipe.vqgan, style="anole", height=32, width=48)
+    assert anole.prompt_ids("a cat", 32, 48) == [0, 8820, 8821]
+    assert anole.token_grid == (2, 3)
+
+
+@pytest.mark.parametrize("decoding", ["ar", "mc-sjd", "sjd+lantern", DecodingConfig(method="mc-sjd", window=4, branches=2)])
+def test_call_returns_images_and_stats_per_image(pipe, decoding):
+    out = call(pipe, decoding=decoding, num_images_per_prompt=2)
+    assert len(out.images) == 4 and all(isinstance(im, Image.Image) and im.size == (8, 8) for im in out.images)
+    assert len(out.stats) == 4 and all(s.tokens_committed == 20 for s in out.stats)
+    grid = out.tokens.view(4, 4, 5)
+    assert (grid[..., 4] == 8803).all() and ((grid[..., :4] >= 4) & (grid[..., :4] < 8196)).all()
+
+
+def test_greedy_pipeline_tokens_are_the_adapters(pipe):
+    tokens = call(pipe, decoding="mc-sjd", temperature=0, output_type="tokens").images
+    condition = pipe.encode_condition(["a cat", "red dog"], 1, SIZE, SIZE)
+    expected, _ = generate(ChameleonImageGenerator(pipe.model, 4, 4), condition, decoding="ar",
+                           sampling=SamplingConfig(guidance_scale=4.0, temperature=0, top_k=2000))
+    assert torch.equal(tokens, expected)
+
+
+def test_defaults_are_lumina_mgpts(pipe):
+    assert pipe.default_sampling["guidance_scale"] == 4.0 and pipe.default_sampling["top_k"] == 2000
+    assert pipe.default_sampling["temperature"] == 1.0
+    with pytest.raises(ValueError, match="768x768 pixels need 2356 positions"):  # the default size, past the tiny model's 256
+        LuminaMGPTPipeline(pipe.model, pipe.processor, pipe.vqgan)
+
+
+def test_save_load_round_trip_gives_the_same_tokens(pipe, tmp_path):
+    pipe.save_pretrained(tmp_path / "saved")
+    loaded = load_pipeline(tmp_path / "saved")
+    assert isinstance(loaded, LuminaMGPTPipeline) and (loaded.style, loaded.height, loaded.width) == ("lumina", 64, 64)
+    loaded.set_progress_bar_config(disable=True)
+    kw = dict(decoding="mc-sjd", output_type="tokens")
+    assert torch.equal(call(pipe, seed=3, **kw).images, call(loaded, seed=3, **kw).images)
+    assert torch.equal(call(pipe, seed=3, decoding="mc-sjd", output_type="pt").images,
+                       call(loaded, seed=3, decoding="mc-sjd", output_type="pt").images)
+
+
+def test_from_transformers_reads_a_lumina_folder_and_meta_vqgan(pipe, tmp_path):
+    folder = lumina_folder(tmp_path)
+    pipe.processor.save_pretrained(folder)
+    with pytest.raises(ValueError, match="no Chameleon VQGAN"):
+        LuminaMGPTPipeline.from_transformers(folder, height=SIZE, width=SIZE)
+    vqgan = tmp_path / "tokenizer"
+    vqgan.mkdir()
+    for name in ("vqgan.yaml", "vqgan.ckpt"):  # the fixture's tiny VQGAN has 16 codes
+        (vqgan / name).write_bytes((FIXTURE / name).read_bytes())
+    loaded = LuminaMGPTPipeline.from_transformers(folder, vqgan=vqgan, height=SIZE, width=SIZE)
+    loaded.set_progress_bar_config(disable=True)
+    kw = dict(decoding="ar", temperature=0, output_type="tokens")
+    assert torch.equal(call(loaded, **kw).images, call(pipe, **kw).images)
+    with pytest.raises(ValueError, match="this VQGAN has 16"):
+        call(loaded, decoding="ar", temperature=0)
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (dict(height=48), "height must be a positive multiple of 32"),
+        (dict(width=0), "width must be a positive multiple of 32"),
+        (dict(height=32 * 40), "positions"),
+        (dict(prompt=[]), "prompt must be a non-empty string"),
+        (dict(decoding="turbo"), "unknown decoding 'turbo'"),
+        (dict(guidance_scale=-1.0), "guidance_scale must be >= 0"),
+    ],
+)
+def test_bad_calls_are_one_line_errors(pipe, kwargs, message):
+    with pytest.raises(ValueError, match=message) as info:
+        call(pipe, **kwargs)
+    assert "\n" not in str(info.value)
+
+
+def test_bad_folders_are_one_line_errors(tmp_path):
+    with pytest.raises(ValueError, match="not a checkpoint folder"):
+        LuminaMGPTPipeline.from_transformers(tmp_path)
+    with pytest.raises(ValueError, match="model_index.json is missing"):
+        LuminaMGPTPipeline.from_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="unknown style"):
+        LuminaMGPTPipeline(None, None, None, style="emu3")
