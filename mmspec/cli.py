@@ -91,7 +91,7 @@ def sampling_kwargs(args) -> dict:
 
 
 # the pipeline classes each verb runs (the demo takes every family), and the verb of each family
-IMAGE_PIPELINES = ("LlamaGenPipeline", "LPDPipeline", "Emu3Pipeline", "JanusPipeline")
+IMAGE_PIPELINES = ("LlamaGenPipeline", "LPDPipeline", "Emu3Pipeline", "JanusPipeline", "LuminaMGPTPipeline")
 VERB_PIPELINES = {"generate": IMAGE_PIPELINES, "bench": IMAGE_PIPELINES, "batch": IMAGE_PIPELINES,
                   "caption": ("CaptioningPipeline",), "speak": ("SpeechPipeline",)}
 FAMILY_VERBS = {**{name: "generate" for name in IMAGE_PIPELINES}, "CaptioningPipeline": "caption", "MeshPipeline": "mesh",

@@ -139,3 +139,15 @@ def test_bad_folders_are_one_line_errors(tmp_path):
         LuminaMGPTPipeline.from_pretrained(tmp_path)
     with pytest.raises(ValueError, match="unknown style"):
         LuminaMGPTPipeline(None, None, None, style="emu3")
+
+
+def test_cli_generates_a_grid_from_a_saved_lumina_folder(pipe, tmp_path, capsys):
+    from mmspec.cli import main
+
+    pipe.save_pretrained(tmp_path / "lumina")
+    out = tmp_path / "grid.png"
+    assert main(["generate", "--pipeline", str(tmp_path / "lumina"), "--prompt", "a cat", "red dog", "--per-class", "1",
+                 "--decoding", "mc-sjd", "--window", "4", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "rows: a cat, red dog" in text and "AR needs 20" in text
+    assert Image.open(out).width > 2 * 8
