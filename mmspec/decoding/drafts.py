@@ -264,12 +264,8 @@ def first_drafts(
     u = uniforms((B, J, K), generator, history.device)
     live = positions >= 0
     sources = getattr(drafter, "sources", lambda *_: None)(layout, positions.clamp(min=0)) if hints is None else None
-    if sources is not None and not bool(((sources[..., None] == positions[:, None, None, :]) & live[:, None, None, :]).any()):
-        # no proposal reads a position drafted here: all of them at once, as one pass would give
-        allowed = layout.allowed_at(positions.clamp(min=0))
-        allowed = allowed[:, :, None] if allowed is not None and K == 1 else allowed
-        draft = keep_allowed(drafter.propose(DraftContext(layout, history, prompt), positions.clamp(min=0), u, allowed), allowed)
-        return torch.where(live[..., None], draft, -1)
+    if sources is not None:
+        return drafts_in_waves(drafter, sources, history, positions, layout, prompt, u)
     rows = torch.arange(B, device=history.device)
     ctx = DraftContext(layout, history, prompt, run=torch.full((B,), -1, dtype=torch.long, device=history.device))
     history = ctx.history  # a view into ctx.text
@@ -300,4 +296,31 @@ def first_drafts(
         else:
             out[:, j] = torch.where(live[:, j, None], draft, -1)
             history[rows[live[:, j]], safe[live[:, j]]] = draft[live[:, j]]
+    return out
+
+
+def drafts_in_waves(drafter, sources: torch.Tensor, history: torch.Tensor, positions: torch.Tensor, layout: TokenLayout,
+                    prompt: torch.Tensor | None, u: torch.Tensor) -> torch.Tensor:
+    """`first_drafts` for a drafter that names the positions each proposal reads
+    (`sources [B, J, C]`): each wave drafts, in one pass, every position whose sources are
+    not waiting for a draft of this call, and writes its drafts into the history. The
+    tokens are those of filling position by position; copies along a row of a grid take
+    two waves instead of one pass per position."""
+    B, J = positions.shape
+    safe = positions.clamp(min=0)
+    allowed = layout.allowed_at(safe)
+    allowed = allowed[:, :, None] if allowed is not None and history.shape[-1] == 1 else allowed
+    reads = (sources[..., None] == positions[:, None, None, :]).any(2)  # [B, J, J]: proposal j reads position i
+    out = torch.full_like(u, -1, dtype=torch.long)
+    pending = positions >= 0
+    history = history.clone()
+    rows = torch.arange(B, device=history.device)[:, None].expand(B, J)
+    for _ in range(J):  # sources come before their position in the layout: at most J waves
+        if not bool(pending.any()):
+            break
+        wave = pending & ~(reads & pending[:, None, :]).any(-1)
+        draft = keep_allowed(drafter.propose(DraftContext(layout, history, prompt), safe, u, allowed), allowed)
+        out = torch.where(wave[..., None], draft, out)
+        history[rows[wave], safe[wave]] = draft[wave]
+        pending &= ~wave
     return out
