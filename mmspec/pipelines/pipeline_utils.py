@@ -89,8 +89,7 @@ def as_dtype(dtype) -> torch.dtype | None:
 # the sizes of a transformers config (and of its nested text_config, vision_config, ...):
 # they must be whole numbers, and they bound the weights `transformers_weight_count` counts
 SIZE_KEYS = ("num_hidden_layers", "hidden_size", "intermediate_size", "ffn_dim", "vocab_size", "max_position_embeddings",
-             "num_attention_heads", "num_key_value_heads", "head_dim", "num_codebooks", "word_embed_proj_dim", "image_size",
-             "patch_size", "num_channels")
+             "num_codebooks")
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 
 
