@@ -238,9 +238,12 @@ class JSONConfig:
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"unknown {cls.config_name} fields {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        hints = typing.get_type_hints(cls)
+        try:
+            hints = typing.get_type_hints(cls)
+        except (NameError, TypeError):  # an annotation naming a type only a type checker imports: judged by the config itself
+            hints = {}
         for name, value in values.items():
-            if not _matches(value, hints[name]):
+            if name in hints and not _matches(value, hints[name]):
                 raise ValueError(f"{cls.config_name} field {name!r} must be {_type_name(hints[name])}, got {value!r}")
         try:
             return cls(**values)
