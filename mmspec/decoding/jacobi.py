@@ -224,16 +224,18 @@ class JacobiLoop:
         cand_pos = torch.cat([pred_pos[..., None], slot_pos], -1).view(B, -1)
         cand_true = torch.cat([pred_known[..., None], fed], -1).view(B, -1)
         M = int(cand_valid.sum(1).max())
+        pad = self.candidate_ids[:, :M]
         if R == 1:  # the valid candidates are a prefix already
-            take = self.candidate_ids[:, :M].expand(B, M)
+            take = pad.expand(B, M)
+            pick = lambda x: x[:, :M]
         else:
             take = torch.argsort((~cand_valid).int(), dim=1, stable=True)[:, :M]  # valid candidates first
-        valid = cand_valid.gather(1, take)
-        pad = self.candidate_ids[:, :M]
+            pick = lambda x: x.gather(1, take if x.dim() == 2 else take[..., None].expand(B, M, self.K))
+        valid = pick(cand_valid)
         return Inputs(
-            tokens=torch.where(valid[..., None], cand_tok.gather(1, take[..., None].expand(B, M, self.K)), 0),
-            positions=torch.where(valid, cand_pos.gather(1, take), T + pad),
-            segments=torch.where(valid, self.candidate_segments.gather(1, take), R + pad),
+            tokens=torch.where(valid[..., None], pick(cand_tok), 0),
+            positions=torch.where(valid, pick(cand_pos), T + pad),
+            segments=torch.where(valid, pick(self.candidate_segments), R + pad),
             valid=valid,
             take=take,
             num_slots=torch.where(live, 1 + fed.sum(-1), 0),
