@@ -151,3 +151,17 @@ def test_cli_generates_a_grid_from_a_saved_lumina_folder(pipe, tmp_path, capsys)
     text = capsys.readouterr().out
     assert "rows: a cat, red dog" in text and "AR needs 20" in text
     assert Image.open(out).width > 2 * 8
+
+
+def test_cli_batch_writes_one_image_per_prompt(pipe, tmp_path, capsys):
+    from mmspec.cli import main
+
+    pipe.save_pretrained(tmp_path / "lumina")
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("a cat\nred dog\n")
+    out = tmp_path / "run"
+    assert main(["batch", "--pipeline", str(tmp_path / "lumina"), "--prompts", str(prompts), "--out", str(out),
+                 "--decoding", "mc-sjd", "--window", "4"]) == 0
+    lines = (out / "manifest.jsonl").read_text().splitlines()
+    assert len(lines) == 2 and all(json.loads(line)["stats"]["tokens_committed"] == 20 for line in lines)
+    assert len(list(out.rglob("*.png"))) == 2
