@@ -50,14 +50,15 @@ from mmspec.decoding.stopping import Stopping
 from mmspec.kernels.verify import verify
 
 
-def branch_options(config: DecodingConfig, device: torch.device | None = None) -> tuple:
+def branch_options(config: DecodingConfig, device: torch.device | None = None, tree: bool = True) -> tuple:
     """The branch settings a call may use: the fixed one, or under auto with `branches`
     unset the presets on CUDA (on a CPU a branch forward costs several plain ones, and its
-    scratch positions make every forward's attention longer), and none."""
+    scratch positions make every forward's attention longer) where `tree` (the session
+    offers tree attention and no logits processors run), and none."""
     if config.method != "auto":
         return (config.branch_setting,)
     if config.branches is None:
-        return (None,) + (BRANCH_PRESETS if device is not None and device.type == "cuda" else ())
+        return (None,) + (BRANCH_PRESETS if tree and device is not None and device.type == "cuda" else ())
     return (None, config.branch_setting) if config.branches else (None,)
 
 
@@ -122,7 +123,7 @@ class JacobiLoop:
         self.drafter = config.drafter
         self.step_groups = config.step_groups(layout.tokens_per_step)
         self.device = device = session.prefill_logits().cond.device
-        branch_settings = branch_options(config, device)
+        branch_settings = branch_options(config, device, getattr(session, "supports_tree", False) and not processors)
         self.branches = None  # the call's branches, when a setting may use them
         if any(b is not None for b in branch_settings):
             check_branches(session, layout, processors)

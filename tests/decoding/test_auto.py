@@ -198,3 +198,17 @@ def test_after_ar_steps_the_prior_comes_back():
     for _ in range(30):
         c.observe(Choice(0), committed=0.0, by_branches=0.0, forwards=4, glue_s=0.0)
     assert c.choose(1).window > 0
+
+
+def test_auto_offers_branch_presets_only_where_tree_attention_runs():
+    """On CUDA auto may take branch presets, but not from a session without tree attention
+    or under logits processors, which refuse branches; a fixed setting is never dropped."""
+    from mmspec.decoding.auto import BRANCH_PRESETS
+    from mmspec.decoding.jacobi import branch_options
+
+    auto, cuda = DecodingConfig.from_name("auto"), torch.device("cuda")
+    assert branch_options(auto, cuda) == (None,) + BRANCH_PRESETS
+    assert branch_options(auto, cuda, tree=False) == (None,)
+    assert branch_options(auto, torch.device("cpu")) == (None,)
+    fixed = DecodingConfig.from_name("auto", branches=4)
+    assert branch_options(fixed, cuda, tree=False) == (None, fixed.branch_setting)
