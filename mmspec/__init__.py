@@ -21,6 +21,7 @@ _EXPORTS = {
     "LlamaGenPipeline": "mmspec.pipelines.llamagen",
     "Emu3Pipeline": "mmspec.pipelines.emu3",
     "JanusPipeline": "mmspec.pipelines.janus",
+    "LuminaMGPTPipeline": "mmspec.pipelines.lumina_mgpt",
     "load_pipeline": "mmspec.pipelines",
     "generate_text": "mmspec.text",
     "CUSTOM_GENERATE": "mmspec.text",

@@ -26,14 +26,15 @@ def test_import_mmspec_defers_every_public_name():
 
 
 def test_public_names_resolve():
-    from mmspec import (DecodingConfig, Emu3Pipeline, JanusPipeline, LlamaGenPipeline, SamplingConfig, generate,
-                        load_pipeline)
+    from mmspec import (DecodingConfig, Emu3Pipeline, JanusPipeline, LlamaGenPipeline, LuminaMGPTPipeline, SamplingConfig,
+                        generate, load_pipeline)
     from mmspec.decoding.generate import generate as engine_generate
     from mmspec.pipelines.llamagen import LlamaGenPipeline as llamagen
 
     assert generate is engine_generate and LlamaGenPipeline is llamagen
     assert DecodingConfig.from_name("mc-sjd").name == "mc-sjd" and SamplingConfig().guidance_scale == 1.0
-    assert {Emu3Pipeline.__name__, JanusPipeline.__name__} == {"Emu3Pipeline", "JanusPipeline"} and callable(load_pipeline)
+    names = {Emu3Pipeline.__name__, JanusPipeline.__name__, LuminaMGPTPipeline.__name__}
+    assert names == {"Emu3Pipeline", "JanusPipeline", "LuminaMGPTPipeline"} and callable(load_pipeline)
     import mmspec
 
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
