@@ -59,11 +59,33 @@ def item_seed(base_seed: int, item_id: str) -> int:
     return int.from_bytes(digest[:8], "big") >> 1
 
 
-def parse_class_label(value, num_classes: int) -> int:
-    """An integer label in [0, num_classes) from a JSON value or a text line; never a
-    float or a bool coerced to one."""
+# an unknown class name's error lists at most this many of the known ones
+LISTED_NAMES = 50
+
+
+def known_classes(class_names: list[str]) -> str:
+    """The known class names for an error line: all of them, or the first LISTED_NAMES and
+    how many more."""
+    listed = ", ".join(class_names[:LISTED_NAMES])
+    more = len(class_names) - LISTED_NAMES
+    return f"{listed} and {more} more" if more > 0 else listed
+
+
+def parse_class_label(value, classes: int | list[str]) -> int:
+    """An integer label from a JSON value or a text line: a label in [0, n), or a class
+    name when `classes` is the pipeline's `class_names` (n is their number; an int gives n
+    alone, and no names). Text of digits is a label, as in earlier runs; other text is
+    looked up as a name, exactly. Never a float or a bool coerced to a label.
+
+    A name and its label give the same int, so a run records the same input for either."""
+    names = None if isinstance(classes, int) else list(classes)
+    num_classes = classes if names is None else len(names)
     if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value.strip()):
         value = int(value)
+    elif isinstance(value, str) and names is not None:
+        if value.strip() in names:
+            return names.index(value.strip())
+        raise ValueError(f"unknown class {value.strip()!r}; known classes: {known_classes(names)}")
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"class label {value!r} is not an integer")
     if not 0 <= value < num_classes:
@@ -71,7 +93,7 @@ def parse_class_label(value, num_classes: int) -> int:
     return value
 
 
-def parse_jsonl_line(line: str, number: int, num_classes: int | None) -> Item:
+def parse_jsonl_line(line: str, number: int, classes: int | list[str] | None) -> Item:
     try:
         obj = json.loads(line)
     except json.JSONDecodeError:
@@ -81,21 +103,23 @@ def parse_jsonl_line(line: str, number: int, num_classes: int | None) -> Item:
     item_id = obj.get("id", f"{number:06d}")
     if isinstance(item_id, int) and not isinstance(item_id, bool):
         item_id = str(item_id)
-    key = "prompt" if num_classes is None else "class_label"
+    key = "prompt" if classes is None else "class_label"
     if key not in obj:
         raise ValueError(f"no {key!r}")
-    if num_classes is not None:
-        return Item(item_id, class_label=parse_class_label(obj[key], num_classes))
+    if classes is not None:
+        return Item(item_id, class_label=parse_class_label(obj[key], classes))
     if not isinstance(obj[key], str) or not obj[key].strip():
         raise ValueError(f"prompt must be a non-empty string, got {obj[key]!r}")
     return Item(item_id, prompt=obj[key])
 
 
-def read_items(path: str | Path, num_classes: int | None) -> list[Item]:
-    """Items of a text file (one prompt or class label per non-empty line; ids are line
-    numbers) or a JSONL file (objects with `prompt` or `class_label`, optional `id`).
-    `num_classes` is the class pipeline's number of labels, None for a prompt pipeline.
-    A bad line is a one-line ValueError naming the file and the line."""
+def read_items(path: str | Path, classes: int | list[str] | None) -> list[Item]:
+    """Items of a text file (one prompt, or one class name or label, per non-empty line;
+    ids are line numbers) or a JSONL file (objects with `prompt` or `class_label`, optional
+    `id`). `classes` is a class pipeline's `class_names` (a name or a label per item) or
+    its number of labels (labels only); None for a prompt pipeline. Names are resolved to
+    labels here, so an item records the same class however it was given. A bad line, or
+    an unknown name, is a one-line ValueError naming the file and the line."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -107,9 +131,9 @@ def read_items(path: str | Path, num_classes: int | None) -> list[Item]:
             continue
         try:
             if path.suffix == ".jsonl":
-                item = parse_jsonl_line(line, number, num_classes)
-            elif num_classes is not None:
-                item = Item(f"{number:06d}", class_label=parse_class_label(line, num_classes))
+                item = parse_jsonl_line(line, number, classes)
+            elif classes is not None:
+                item = Item(f"{number:06d}", class_label=parse_class_label(line, classes))
             else:
                 item = Item(f"{number:06d}", prompt=line.strip())
         except ValueError as err:

@@ -294,7 +294,7 @@ def cmd_batch(args) -> None:
         pipe.to(state.device)
     pipe.set_progress_bar_config(disable=True)
     [config] = checked_decodings(args, pipe)
-    items = read_items(args.prompts, len(pipe.class_names) if pipe.condition_kind == "class" else None)
+    items = read_items(args.prompts, pipe.class_names if pipe.condition_kind == "class" else None)
     if args.restart and state.is_main_process:
         clear_results(out_dir)
     state.wait_for_everyone()  # no process reads the folder while the main one clears it
@@ -445,8 +445,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_pipeline(t)
     add_method(t)
     add_decoding(t)
-    t.add_argument("--prompts", required=True, help="text file (one prompt or class label per line) or .jsonl (objects with prompt or an integer "
-                        "class_label, and an optional id: a plain file name)")
+    t.add_argument("--prompts", required=True, help="text file (one prompt, or class name or label, per line) or .jsonl (objects with prompt or a "
+                        "class_label, a class name or label, and an optional id: a plain file name)")
     t.add_argument("--out", required=True, help="output directory: images/, records/, run.json, manifest.jsonl")
     t.add_argument("--restart", action="store_true",
                    help="delete the results of an earlier run in --out (needed when its settings differ) and start over")

@@ -22,6 +22,41 @@ def test_read_items_from_text_and_jsonl(tmp_path):
     assert [(i.id, i.prompt) for i in read_items(jl, None)] == [("cat", "a cat"), ("000002", "a dog"), ("7", "a cow")]
 
 
+def test_read_items_resolves_class_names_to_their_labels(tmp_path):
+    """Items files took integer labels only, though the pipelines take names."""
+    txt = tmp_path / "names.txt"
+    txt.write_text("c\n\n 1 \na\n")
+    assert [(i.id, i.class_label) for i in read_items(txt, ["a", "b", "c"])] == [("000001", 2), ("000003", 1), ("000004", 0)]
+    jl = tmp_path / "items.jsonl"
+    jl.write_text('{"id": "x", "class_label": "b"}\n{"class_label": 2}\n{"class_label": "0"}\n')
+    assert [(i.id, i.class_label) for i in read_items(jl, ["a", "b", "c"])] == [("x", 1), ("000002", 2), ("000003", 0)]
+    assert read_items(jl, ["a", "b", "c"])[0] == Item("x", class_label=1)  # the name is not kept: a label is a label
+
+
+@pytest.mark.parametrize(
+    "name,content,message",
+    [
+        ("names.txt", "a\nsquare\n", r"names.txt:2: unknown class 'square'; known classes: a, b, c$"),
+        ("items.jsonl", '{"class_label": "A"}\n', r"items.jsonl:1: unknown class 'A'; known classes: a, b, c$"),
+        ("items.jsonl", '{"class_label": 1.7}\n', r"class label 1.7 is not an integer"),
+        ("names.txt", "3\n", r"class label 3 is not in \[0, 3\)"),
+    ],
+)
+def test_an_unknown_class_name_is_one_line_naming_the_known_ones(tmp_path, name, content, message):
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(ValueError, match=message) as err:
+        read_items(path, ["a", "b", "c"])
+    assert "\n" not in str(err.value)
+
+
+def test_an_unknown_class_name_lists_a_long_list_of_names_in_part(tmp_path):
+    path = tmp_path / "names.txt"
+    path.write_text("nope\n")
+    with pytest.raises(ValueError, match=r"known classes: c0, c1, .*, c49 and 950 more$"):
+        read_items(path, [f"c{i}" for i in range(1000)])
+
+
 @pytest.mark.parametrize(
     "name,content,message",
     [

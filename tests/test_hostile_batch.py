@@ -76,3 +76,44 @@ def test_the_cli_restart_deletes_the_earlier_results(tmp_path, capsys):
     assert os.listdir(tmp_path / "b" / "images") == ["000001.png"]
     [record] = [json.loads(line) for line in (tmp_path / "b" / "manifest.jsonl").read_text().splitlines()]
     assert record["class_label"] == 2
+
+
+@pytest.fixture()
+def saved(tmp_path):
+    tiny_c2i_pipeline().save_pretrained(tmp_path / "pipe")
+    return ["batch", "--pipeline", str(tmp_path / "pipe"), "--decoding", "ar", "--out", str(tmp_path / "b")]
+
+
+def test_the_cli_takes_class_names_in_the_items_file(saved, tmp_path, capsys):
+    """`mmspec batch` refused a names file ("class label 'c' is not an integer") though
+    `mmspec generate --classes c` takes names."""
+    (tmp_path / "names.txt").write_text("c\na\n")
+    assert main([*saved, "--prompts", str(tmp_path / "names.txt")]) == 0
+    records = [json.loads(line) for line in (tmp_path / "b" / "manifest.jsonl").read_text().splitlines()]
+    assert [(r["id"], r["class_label"]) for r in records] == [("000001", 2), ("000002", 0)]
+
+
+def test_an_unknown_class_name_is_one_line_and_exit_2_before_any_work(saved, tmp_path, capsys):
+    (tmp_path / "names.txt").write_text("a\nsquare\n")
+    assert main([*saved, "--prompts", str(tmp_path / "names.txt")]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"mmspec batch: error: {tmp_path / 'names.txt'}:2: unknown class 'square'; known classes: a, b, c"]
+    assert not (tmp_path / "b" / "run.json").exists()
+
+
+def test_a_rerun_that_gives_a_class_by_name_instead_of_by_label_is_the_same_run(saved, tmp_path, capsys):
+    """A name and its label are one input: the rerun resumes, it is not refused as another
+    class, and the finished item is not redone."""
+    (tmp_path / "labels.txt").write_text("0\n")
+    (tmp_path / "names.jsonl").write_text('{"id": "000001", "class_label": "a"}\n{"id": "000002", "class_label": "b"}\n')
+    assert main([*saved, "--prompts", str(tmp_path / "labels.txt")]) == 0
+    first = (tmp_path / "b" / "records" / "000001.json").stat().st_mtime_ns
+    run = json.loads((tmp_path / "b" / "run.json").read_text())
+    assert main([*saved, "--prompts", str(tmp_path / "names.jsonl")]) == 0, capsys.readouterr().err
+    assert (tmp_path / "b" / "records" / "000001.json").stat().st_mtime_ns == first
+    assert json.loads((tmp_path / "b" / "run.json").read_text())["items"][0] == run["items"][0]
+    records = [json.loads(line) for line in (tmp_path / "b" / "manifest.jsonl").read_text().splitlines()]
+    assert [(r["id"], r["class_label"]) for r in records] == [("000001", 0), ("000002", 1)]
+    (tmp_path / "other.txt").write_text("b\n")  # and a name is compared as its label: b is class 1, not 0
+    assert main([*saved, "--prompts", str(tmp_path / "other.txt")]) == 2
+    assert "was generated for class 0, not for class 1" in capsys.readouterr().err
