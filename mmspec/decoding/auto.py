@@ -179,8 +179,8 @@ class CostChooser:
     def __init__(self, context: AutoContext, layout, device):
         self.context = context
         self.acceptance = AcceptanceModel()
-        self.glue_s = context.cost.glue_s or 0.0
-        self.ar_glue_s = context.cost.ar_glue_s or 0.0
+        self.glue_s = self.ar_glue_s = 0.0  # the loop's own seconds per iteration, this call's
+        self.scale = 1.0  # this call's forwards over the curve's seconds
         self.ar_steps = False  # whether window 0 runs as a plain AR step (set by the loop)
         fixed = len(context.drafters) == 1
         self.hits = None if fixed else DrafterHits(context.drafters, layout, device)
@@ -196,19 +196,19 @@ class CostChooser:
                     continue  # branches grow from fed window slots
                 inputs = windows_per_row * (1 + w + nodes)
                 if w == 0 and b is None and self.ar_steps:  # one token, at AR's own cost
-                    rate = 1.0 / max(cost(windows_per_row) + self.ar_glue_s, 1e-12) / AR_STEP_MARGIN
+                    rate = 1.0 / max(cost(windows_per_row) * self.scale + self.ar_glue_s, 1e-12) / AR_STEP_MARGIN
                 else:
-                    rate = self.acceptance.expected(w, b) / max(cost(inputs) + self.glue_s, 1e-12)
+                    rate = self.acceptance.expected(w, b) / max(cost(inputs) * self.scale + self.glue_s, 1e-12)
                 if rate > best_rate:
                     best, best_rate = Choice(w, b, self.drafter), rate
         return best
 
     def observe(self, choice: Choice, committed: float, by_branches: float, forwards: float, glue_s: float,
-                ar_glue_s: float = 0.0) -> None:
+                ar_glue_s: float = 0.0, scale: float = 1.0) -> None:
         """The forwards since the last choice: tokens committed per window in all (by
-        branches past the windows' runs; nothing after AR steps), and the loop's own time
-        per Jacobi forward and per AR step."""
-        self.glue_s, self.ar_glue_s = glue_s, ar_glue_s
+        branches past the windows' runs; nothing after AR steps), the loop's own time per
+        Jacobi forward and per AR step, and the forwards' seconds over the curve's."""
+        self.glue_s, self.ar_glue_s, self.scale = glue_s, ar_glue_s, scale
         if choice.window == 0 and self.ar_steps:
             self.acceptance.forget(forwards)  # AR steps show nothing of the drafts: the prior comes back
         elif forwards:

@@ -41,10 +41,6 @@ class CostCurve:
         rows (`int`): cache rows of the forward (CFG rows included).
         key (`str`): what it was measured for (see `cost_key`).
         measured (`bool`): False for the flat curve of `cost="off"`.
-        glue_s (`float`, *optional*): the Jacobi loop's own seconds per forward (drafting,
-            verification, bookkeeping), measured by the first auto call on the curve and
-            kept with it, so that later calls choose from the file alone.
-        ar_glue_s (`float`, *optional*): the same for an AR step (sampling one token).
     """
 
     inputs: list[int]
@@ -52,8 +48,6 @@ class CostCurve:
     rows: int
     key: str = ""
     measured: bool = True
-    glue_s: float | None = None
-    ar_glue_s: float | None = None
 
     def __call__(self, n: float) -> float:
         """Seconds for a forward of n inputs per row: linear between points, and along the
@@ -72,7 +66,7 @@ class CostCurve:
     @classmethod
     def flat(cls, rows: int) -> "CostCurve":
         """Every size costs one unit: auto then maximises tokens per forward."""
-        return cls([1], [1.0], rows, key="flat", measured=False, glue_s=0.0, ar_glue_s=0.0)
+        return cls([1], [1.0], rows, key="flat", measured=False)
 
 
 def networks(model, depth: int = 2) -> list:
@@ -99,55 +93,58 @@ def model_dtype(model):
 
 
 class GlueTimer:
-    """The loop's own time per forward outside the forward, for a Jacobi forward and for an
-    AR step: from the curve when it has them, else measured on this call's iterations (the
-    first of each kind, which warms up, left out) and then kept with the curve."""
+    """What the curve cannot know, measured on this call's own iterations (the first of each
+    kind, which warms up, left out; the latest `RECENT` of each count): the loop's seconds
+    per iteration outside the forward, for a Jacobi forward and for an AR step, and the
+    forwards' seconds over the curve's (`scale`), which follows load from elsewhere on a
+    shared machine. Nothing of it is kept across calls: a value measured under a burst of
+    load would steer every later call, to AR steps alone say, which measure nothing that
+    could correct it. Before a kind has a sample its glue counts as 0, so each call tries
+    what the curve alone favours."""
 
     KINDS = ("glue_s", "ar_glue_s")
+    RECENT = 16
 
     def __init__(self, curve: CostCurve, device: torch.device):
         self.curve = curve
-        self.samples = {kind: [] for kind in self.KINDS if getattr(curve, kind) is None}
-        self.sync = torch.cuda.synchronize if device.type == "cuda" and self.samples else (lambda: None)
+        self.on = curve.measured  # a flat curve chooses by forwards alone
+        self.samples = {kind: [] for kind in self.KINDS}
+        self.ratios = []
+        self.sync = torch.cuda.synchronize if device.type == "cuda" and self.on else (lambda: None)
         self.start = self.forward_start = self.forward_s = 0.0
+        self.inputs = 1
         self.warm = set()
 
     def begin_iteration(self) -> None:
-        if self.samples:
+        if self.on:
             self.sync()
             self.start = time.perf_counter()
 
     def begin_forward(self) -> None:
-        if self.samples:
+        if self.on:
             self.sync()
             self.forward_start = time.perf_counter()
 
-    def end_forward(self) -> None:
-        if self.samples:
+    def end_forward(self, inputs_per_row: int) -> None:
+        if self.on:
             self.sync()
             self.forward_s = time.perf_counter() - self.forward_start
+            self.inputs = inputs_per_row
 
     def end_iteration(self, kind: str) -> None:
-        if kind in self.samples:
+        if self.on:
             self.sync()
             if kind in self.warm:
-                self.samples[kind].append(time.perf_counter() - self.start - self.forward_s)
+                self.samples[kind] = self.samples[kind][1 - self.RECENT:] + [time.perf_counter() - self.start - self.forward_s]
+                self.ratios = self.ratios[1 - self.RECENT:] + [self.forward_s / max(self.curve(self.inputs), 1e-12)]
             self.warm.add(kind)
 
     def estimate(self, kind: str) -> float:
-        known = getattr(self.curve, kind)
-        if known is not None:
-            return known
         samples = self.samples[kind]
         return statistics.median(samples) if samples else 0.0
 
-    def keep(self) -> None:
-        """Stores what this call measured with the curve, once per kind."""
-        measured = {kind: statistics.median(v) for kind, v in self.samples.items() if v}
-        if measured and self.curve.measured:
-            for kind, value in measured.items():
-                setattr(self.curve, kind, value)
-            save_curve(self.curve)
+    def scale(self) -> float:
+        return statistics.median(self.ratios) if self.ratios else 1.0
 
 
 def cache_dir() -> Path:
@@ -226,8 +223,7 @@ def load_curve(key: str) -> CostCurve | None:
     path = curve_path(key)
     try:
         data = json.loads(path.read_text())
-        return CostCurve(**{k: data[k] for k in ("inputs", "seconds", "rows", "key", "measured")},
-                         **{k: data.get(k) for k in GlueTimer.KINDS})
+        return CostCurve(**{k: data[k] for k in ("inputs", "seconds", "rows", "key", "measured")})
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as err:  # a damaged file is measured again

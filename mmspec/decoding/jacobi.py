@@ -193,7 +193,9 @@ class JacobiLoop:
         slot_pos = self.n[..., None] + self.slot_L  # [B, R, L]
         in_seg = slot_pos < self.ends[None, :, None]
         undrafted = (self.drafts < 0).any(-1)
-        need = live[..., None] & in_seg & undrafted
+        # only the slots this forward feeds: a slot past a shorter window is drafted when it
+        # enters one, from the context then (a copy from above has its source by then)
+        need = live[..., None] & in_seg & undrafted & (self.slot_L < self.choice.window)
         if bool(need.any()):
             history = self.tokens.clone()
             placed = live[..., None] & in_seg & ~undrafted
@@ -284,7 +286,7 @@ class JacobiLoop:
             self.glue.begin_forward()
         logits = forward_steps(self.session, inputs.tokens, inputs.positions, inputs.segments, inputs.tree)
         if self.chooser is not None:
-            self.glue.end_forward()
+            self.glue.end_forward(inputs.tokens.shape[1])
         self.forwards += 1
         M = inputs.take.shape[1]  # the window inputs; branch nodes follow them
         main = logits if inputs.tree is None else GuidedLogits(*(None if x is None else x[:, :M] for x in (logits.cond, logits.uncond)))
@@ -420,8 +422,6 @@ class JacobiLoop:
                 if self.chooser is not None:
                     self.glue.end_iteration("glue_s")
             done = int(self.stopping.done(self.committed).sum())
-        if self.chooser is not None:
-            self.glue.keep()
         tokens = self.stopping.padded(self.tokens)
         stats = DecodeStats(
             method=self.config.name,
@@ -447,7 +447,7 @@ class JacobiLoop:
             self.glue.begin_forward()
         logits = forward_steps(self.session, self.tokens[self.b, pos], pos)
         if self.chooser is not None:
-            self.glue.end_forward()
+            self.glue.end_forward(1)
         self.forwards += 1
         fresh = live[:, None] & ~self.kv_done.gather(1, pos)
         self.session.commit(pos, fresh)
@@ -465,7 +465,7 @@ class JacobiLoop:
         """auto: the window, branches and first drafts of the next forwards, from the past alone."""
         committed, by_branches = self.observed.tolist()
         self.chooser.observe(self.choice, committed, by_branches, self.forwards - self.forwards_at_choice,
-                             self.glue.estimate("glue_s"), self.glue.estimate("ar_glue_s"))
+                             self.glue.estimate("glue_s"), self.glue.estimate("ar_glue_s"), scale=self.glue.scale())
         self.observed.zero_()
         self.forwards_at_choice = self.forwards
         self.chooser.observe_commits(self.tokens, self.committed & ~self.committed_at_choice, self.committed)
