@@ -6,7 +6,8 @@ exact setting of a sweep (the oracle) and auto, at 1 and 2 threads and batch 1 a
 
 For each (threads, batch) cell and each sample (a condition and a seed), AR and every
 method decode the same batch back to back, so each method is timed beside its AR twin on
-this shared, noisy machine; a method's speed-up is its samples' AR seconds over its own.
+this shared, noisy machine; a method's speed-up is its tokens per second over AR's, summed
+over the samples (seconds per call where every sample has the same length).
 Seconds are the engine's decode time (`DecodeStats.wall_time_s`: prefill to last commit);
 forwards are per sample. auto measures its cost curve once per cell, before the timed
 samples, into a fresh cache folder of the run (the one-off calibration is reported
@@ -120,6 +121,12 @@ def per_sample(stats) -> list:
     return stats.per_sample() if hasattr(stats, "per_sample") else list(stats)
 
 
+def tokens_per_second(row: dict) -> float:
+    """Tokens over seconds of all samples: sequences that stop on their own (meshes, captions)
+    differ in length between methods, so seconds per call alone would reward a short sample."""
+    return sum(row["tokens"]) / sum(row["seconds"])
+
+
 def run_cell(case: Case, pipe, samples: int, batch: int, seed: int) -> dict:
     """Every row of one (threads, batch) cell; sample i decodes AR and each method back to back."""
     auto = C("auto")
@@ -127,12 +134,14 @@ def run_cell(case: Case, pipe, samples: int, batch: int, seed: int) -> dict:
     started = time.perf_counter()
     case.decode(pipe, 0, batch, auto, seed)  # auto's one-off calibration of this cell, and a warm-up
     calibration_s = time.perf_counter() - started
-    rows = {config.describe(): {"config": config, "seconds": [], "forwards": [], "choices": []} for config in configs}
+    rows = {config.describe(): {"config": config, "seconds": [], "tokens": [], "forwards": [], "choices": []}
+            for config in configs}
     for i in range(samples):
         for config in configs:
             stats = per_sample(case.decode(pipe, i, batch, config, seed + i))
             row = rows[config.describe()]
             row["seconds"].append(stats[0].wall_time_s)
+            row["tokens"].append(sum(int(s.lengths.sum()) for s in stats))
             row["forwards"].extend(s.forward_passes for s in stats)
             if stats[0].choices is not None:
                 row["choices"].append(stats[0].choices)
@@ -143,7 +152,8 @@ def run_cell(case: Case, pipe, samples: int, batch: int, seed: int) -> dict:
             "method": name, "exact": row["config"].exact,
             "forwards": sum(row["forwards"]) / len(row["forwards"]),
             "seconds": sum(row["seconds"]) / len(row["seconds"]),
-            "speedup": sum(ar["seconds"]) / sum(row["seconds"]),
+            "tokens": sum(row["tokens"]) / len(row["tokens"]),
+            "speedup": tokens_per_second(row) / tokens_per_second(ar),
             "role": "ar" if name == "ar" else "auto" if name == "auto" else
                     "documented" if row["config"] in case.documented else "sweep",
             **({"choices": describe_choices(merge_choices(row["choices"]))} if row["choices"] else {}),
@@ -158,16 +168,18 @@ def run_cell(case: Case, pipe, samples: int, batch: int, seed: int) -> dict:
 def markdown(results: dict, meta: dict) -> str:
     lines = [f"# Wall time of every shipped model ({meta['date']}, commit {meta['commit']})", "",
              f"{meta['samples']} samples per cell, each decoded by AR and every method back to back; seconds are the decode "
-             f"(prefill to last commit) per call; speed-up = the samples' AR seconds over the method's. "
+             f"(prefill to last commit) per call; speed-up = the method's tokens per second over AR's, summed over the samples "
+             "(the same as AR seconds over the method's where every sample has the same length). "
              f"Device: {meta['environment']['device']}, torch {meta['environment']['torch']}. "
              "Oracle: the fastest fixed exact setting of the rows above it, found in the same run.", ""]
     for model, cells in results.items():
         lines += [f"## {model}", ""]
         for cell, out in cells.items():
-            lines += [f"### {cell}", "", "| method | forwards per sample | seconds per call | x faster than AR |", "|---|---|---|---|"]
+            lines += [f"### {cell}", "", "| method | forwards per sample | tokens per call | seconds per call | x faster than AR |",
+                      "|---|---|---|---|---|"]
             for r in out["rows"]:
                 name = r["method"] + (" (oracle)" if r["method"] == out["oracle"] else "")
-                lines.append(f"| {name} | {r['forwards']:.1f} | {r['seconds']:.3f} | {r['speedup']:.2f} |")
+                lines.append(f"| {name} | {r['forwards']:.1f} | {r['tokens']:.1f} | {r['seconds']:.3f} | {r['speedup']:.2f} |")
             auto_row = next(r for r in out["rows"] if r["role"] == "auto")
             lines += ["", f"auto at {out['auto_over_oracle']:.2f}x the oracle's speed-up; it chose {auto_row.get('choices', '-')}; "
                       f"calibration and warm-up call {out['calibration_s']:.1f} s.", ""]
