@@ -12,13 +12,13 @@ if "TRITON_INTERPRET" not in os.environ and shutil.which("nvidia-smi") is None a
 import pytest
 import torch
 
+from tests.helpers import FIXTURES
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # auto's cost curves go to a folder of this run, not the user's cache
 os.environ.setdefault("MMSPEC_CACHE_DIR", tempfile.mkdtemp(prefix="mmspec-test-cache-"))
 # the models under test are tiny: one thread is faster than two fighting over a busy CPU
 torch.set_num_threads(1)
-
-FIXTURES = Path(__file__).parent / "fixtures"
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ import pytest
 
 from mmspec.batch import Item, atomic_write, clear_results, item_seed, read_items, run_batch, write_manifest
 from mmspec.decoding.config import DecodingConfig
-from tests.pipelines.test_llamagen_pipeline import tiny_c2i_pipeline
+from tests.helpers.pipelines import tiny_c2i_pipeline
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ from PIL import Image
 
 from mmspec.cli import main
 from mmspec.pipelines.janus import JanusPipeline
-from tests.pipelines.test_llamagen_pipeline import tiny_c2i_pipeline
-from tests.pipelines.tiny_models import tiny_janus
+from tests.helpers.pipelines import tiny_c2i_pipeline
+from tests.helpers.tiny_models import tiny_janus
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,7 +8,7 @@ import pytest
 
 from mmspec.batch import Item, clear_results, run_batch, write_manifest
 from mmspec.cli import main
-from tests.pipelines.test_llamagen_pipeline import tiny_c2i_pipeline
+from tests.helpers.pipelines import tiny_c2i_pipeline
 
 
 @pytest.fixture(scope="module")

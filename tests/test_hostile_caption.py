@@ -8,7 +8,7 @@ import pytest
 from mmspec.cli import main
 from mmspec.datasets.shape_captions import load_scenes
 from mmspec.images import to_pil
-from tests.pipelines.tiny_captioner import tiny_captioner
+from tests.helpers.tiny_captioner import tiny_captioner
 
 FLAGS = ["--max-new-tokens", "4", "--decoding", "ar"]
 

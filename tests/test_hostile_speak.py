@@ -8,7 +8,7 @@ import os
 import pytest
 
 from mmspec.cli import main
-from tests.pipelines.tiny_speech import tiny_speech_pipeline
+from tests.helpers.tiny_speech import tiny_speech_pipeline
 
 
 @pytest.fixture(scope="module")

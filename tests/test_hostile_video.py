@@ -8,7 +8,7 @@ import pytest
 
 from mmspec.cli import main
 from mmspec.video_cli import check_scale
-from tests.pipelines.test_video_pipeline import tiny_video_pipeline
+from tests.helpers.pipelines import tiny_video_pipeline
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ prompt's example caption shares the answer's template."""
 import numpy as np
 import torch
 
-from tests.pipelines.tiny_captioner import tiny_processor
+from tests.helpers.tiny_captioner import tiny_processor
 from tests.training_scripts import load_script
 
 

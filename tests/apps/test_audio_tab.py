@@ -9,7 +9,7 @@ import gradio as gr  # noqa: E402
 
 from mmspec.apps.audio_tab import FAST_METHODS, build_speech_tab, commit_frames, speak_both  # noqa: E402
 from mmspec.apps.demo import TABS  # noqa: E402
-from tests.pipelines.tiny_speech import tiny_speech_pipeline  # noqa: E402
+from tests.helpers.tiny_speech import tiny_speech_pipeline  # noqa: E402
 
 
 @pytest.fixture(scope="module")

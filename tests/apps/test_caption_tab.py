@@ -9,7 +9,7 @@ from mmspec.apps import caption_tab  # noqa: E402  (after the skip: it imports g
 from mmspec.apps.demo import TABS  # noqa: E402
 from mmspec.datasets.shape_captions import load_scenes  # noqa: E402
 from mmspec.images import to_pil  # noqa: E402
-from tests.pipelines.tiny_captioner import tiny_captioner  # noqa: E402
+from tests.helpers.tiny_captioner import tiny_captioner  # noqa: E402
 
 
 def test_tab_is_registered_and_builds():

@@ -4,7 +4,6 @@
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,34 +17,15 @@ pytest.importorskip("gradio", reason="the demo needs the [demo] extra")
 from mmspec.apps.demo import MAX_METHODS, launch
 from mmspec.pipelines.emu3 import Emu3Pipeline
 from mmspec.pipelines.janus import JanusPipeline
-from tests.pipelines.test_llamagen_pipeline import tiny_c2i_pipeline
-from tests.pipelines.tiny_models import EMU3_SIZE, tiny_emu3, tiny_janus
+from tests.helpers.demo import client, free_port
+from tests.helpers.pipelines import tiny_c2i_pipeline
+from tests.helpers.tiny_models import EMU3_SIZE, tiny_emu3, tiny_janus
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / "outputs" / "screenshots"
 PARAMETERS = ["condition", "methods", "seed", "window", "guidance_scale", "temperature", "top_k", "top_p", "zipar_window",
               "lantern_k", "lantern_delta", "gsd_rank_window", "gsd_prob_gap", "gsd_embed_dist"]
 RETURNS = ["images", "stats", "heatmaps", "status"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def client(url: str, timeout: float = 0):
-    """A gradio_client Client, retried until the server answers or `timeout` seconds pass."""
-    from gradio_client import Client
-
-    deadline = time.time() + timeout
-    while True:
-        try:
-            return Client(url, verbose=False)
-        except Exception:  # the server is not up yet: connection refused, or its config not served
-            if time.time() > deadline:
-                raise
-            time.sleep(1)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ gr = pytest.importorskip("gradio", reason="the demo needs the [demo] extra")
 
 from mmspec.apps.demo import build_demo, launch  # noqa: E402  (after the skip: it imports gradio)
 from mmspec.pipelines import load_pipeline  # noqa: E402
-from tests.apps.test_demo import client, free_port  # noqa: E402
+from tests.helpers.demo import client, free_port  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 ENDPOINTS = ["/generate", "/draw_shapes", "/caption", "/generate_mesh", "/speak", "/generate_video", "/generate_lpd"]

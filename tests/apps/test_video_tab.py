@@ -3,7 +3,7 @@ import pytest
 gr = pytest.importorskip("gradio", reason="the demo needs the [demo] extra")
 
 from mmspec.apps.video_tab import METHODS, build_video_tab, compare_videos  # noqa: E402
-from tests.pipelines.test_video_pipeline import tiny_video_pipeline  # noqa: E402
+from tests.helpers.pipelines import tiny_video_pipeline  # noqa: E402
 
 
 def test_video_tab_builds_and_compares_ar_with_an_accelerated_method(tmp_path):

@@ -5,7 +5,7 @@ with the pattern's pad slots left out."""
 import torch
 
 from mmspec.pipelines.audio import SpeechPipeline
-from tests.pipelines.tiny_speech import tiny_speech_pipeline
+from tests.helpers.tiny_speech import tiny_speech_pipeline
 from tests.training_scripts import load_script
 
 

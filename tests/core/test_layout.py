@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from mmspec.core.layout import TokenLayout
+from tests.helpers.layouts import separator_layout
 
 
 def test_grid_names_axes_and_gives_row_major_coordinates():
@@ -18,17 +19,6 @@ def test_neighbour_follows_each_axis():
     assert left[13].item() == 12 and left[12].item() == -1
     assert above[17].item() == 13 and above[13].item() == -1
     assert before[13].item() == 1 and before[1].item() == -1
-
-
-def separator_layout():
-    """Two frames of 2 rows x 2 columns, an end-of-line token after every row (column 2)
-    and an end-of-frame token after every frame (its own row 2): positions outside the box."""
-    coords = []
-    for f in range(2):
-        for r in range(2):
-            coords += [(f, r, 0), (f, r, 1), (f, r, 2)]
-        coords.append((f, 2, 0))
-    return TokenLayout(axes=("frame", "row", "col"), coords=torch.tensor(coords), vocab_size=8)
 
 
 def test_separators_are_positions_with_their_own_coordinates():

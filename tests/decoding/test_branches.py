@@ -8,9 +8,15 @@ from mmspec.decoding.generate import generate
 from mmspec.decoding.jacobi import decode_jacobi, extra_positions
 from mmspec.metrics.losslessness import chi_square
 from tests.decoding.helpers import record_massless_drafts, tiny_model
-from tests.decoding.test_jacobi import eol_layout, exact_distribution, sample_counts  # noqa: F401 (fixture)
+from tests.helpers import exact
+from tests.helpers.layouts import eol_layout
 
 SAMPLING = SamplingConfig(guidance_scale=2.0, top_k=8)
+
+
+@pytest.fixture(scope="module")
+def exact_distribution():
+    return exact.exact_distribution()
 
 
 @pytest.mark.parametrize(
@@ -26,7 +32,7 @@ def test_branches_are_lossless(exact_distribution, config):
     """Whole 4-token sequences (V=4, CFG 2, top-k 3) from 40,000 draws with branches match
     the exact product of conditionals: chi-square at a fixed seed."""
     model, layout, probs = exact_distribution
-    result = chi_square(sample_counts(model, layout, config, seed=11), probs)
+    result = chi_square(exact.sample_counts(model, layout, config, seed=11), probs)
     assert result.p_value > 1e-3, result
 
 
@@ -86,7 +92,7 @@ def test_branches_compose_with_zipar_and_forced_tokens():
     model = tiny_model(vocab_size=16, block_size=16)
     config = DecodingConfig.from_name("zipar+mc-sjd", window=5, zipar_window=2, branches=3, branch_slots=2)
     tokens, _ = generate(model, torch.tensor([0, 1, 2, 0]), decoding=config, sampling=SamplingConfig(top_k=8),
-                         layout=eol_layout(model), generator=torch.Generator().manual_seed(0))
+                         layout=eol_layout(), generator=torch.Generator().manual_seed(0))
     grid = tokens.view(4, 4, 4)
     assert (grid[..., 3] == 15).all() and (grid[..., :3] != 15).all()
 

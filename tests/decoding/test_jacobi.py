@@ -7,28 +7,17 @@ from mmspec.decoding.config import DECODINGS, DecodingConfig
 from mmspec.core.layout import TokenLayout
 from mmspec.decoding.generate import generate
 from mmspec.core.sampling import SamplingConfig
-from mmspec.metrics.losslessness import all_sequences, chi_square, sequence_counts, sequence_probs
+from mmspec.metrics.losslessness import chi_square
 from tests.decoding.helpers import tiny_model
+from tests.helpers import exact
+from tests.helpers.layouts import eol_layout
 
-SAMPLING = SamplingConfig(guidance_scale=2.0, top_k=3)
-N_SAMPLES = 40_000  # rejects a +-5% bias on sequence probabilities at p < 1e-3 (see test_ar)
+SAMPLING = exact.EXACT_SAMPLING
 
 
 @pytest.fixture(scope="module")
 def exact_distribution():
-    model = tiny_model()
-    layout = replace(model.layout(), token_embeddings=torch.randn(4, 2, generator=torch.Generator().manual_seed(0)))
-    seqs = all_sequences(4, 4)
-    probs = sequence_probs(model, torch.full((len(seqs),), 1), seqs, SAMPLING)
-    return model, layout, probs
-
-
-def sample_counts(model, layout, config, seed):
-    tokens, _ = generate(
-        model, torch.full((N_SAMPLES,), 1), decoding=config, sampling=SAMPLING,
-        generator=torch.Generator().manual_seed(seed), layout=layout,
-    )
-    return sequence_counts(tokens, 4)
+    return exact.exact_distribution()
 
 
 @pytest.mark.parametrize(
@@ -45,7 +34,7 @@ def test_sjd_and_mc_sjd_are_lossless(exact_distribution, config):
     """Whole 4-token sequences (V=4, CFG 2, top-k 3) from 40,000 draws match the exact
     product of conditionals: chi-square at a fixed seed."""
     model, layout, probs = exact_distribution
-    result = chi_square(sample_counts(model, layout, config, seed=11), probs)
+    result = chi_square(exact.sample_counts(model, layout, config, seed=11), probs)
     assert result.p_value > 1e-3, result
 
 
@@ -58,7 +47,7 @@ def test_relaxed_rules_are_not_exact(exact_distribution, name, params):
     model, layout, probs = exact_distribution
     config = DecodingConfig.from_name(name, window=3, **params)
     assert not config.exact
-    assert chi_square(sample_counts(model, layout, config, seed=11), probs).p_value < 1e-6
+    assert chi_square(exact.sample_counts(model, layout, config, seed=11), probs).p_value < 1e-6
 
 
 @pytest.mark.parametrize("window", [1, 4, 16, 64])
@@ -106,24 +95,11 @@ def test_sequences_advance_by_their_own_accepted_length():
     assert torch.equal(tokens, ar)
 
 
-def eol_layout(model):
-    """A 4x4 grid whose last column is forced to token 15 (an end-of-line), allowed
-    nowhere else: the shape of Emu3's layout."""
-    T, V = 16, 16
-    forced = torch.full((T,), -1)
-    forced[3::4] = 15
-    allowed = torch.ones(T, V, dtype=torch.bool)
-    allowed[:, 15] = False
-    allowed[3::4] = False
-    allowed[3::4, 15] = True
-    return TokenLayout.grid((4, 4), V, allowed=allowed, forced=forced)
-
-
 @pytest.mark.parametrize("name", ["ar", "sjd", "mc-sjd", "zipar", "zipar+mc-sjd", "zipar+sjd"])
 @pytest.mark.parametrize("init", ["random", "left", "above"])
 def test_forced_layout_is_respected_by_every_method(name, init):
     model = tiny_model(vocab_size=16, block_size=16)
-    layout = eol_layout(model)
+    layout = eol_layout()
     config = DecodingConfig.from_name(name, window=5, zipar_window=2, init=init)
     tokens, _ = generate(model, torch.tensor([0, 1, 2, 0]), decoding=config, sampling=SamplingConfig(top_k=8),
                          layout=layout, generator=torch.Generator().manual_seed(0))

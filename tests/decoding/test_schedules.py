@@ -6,7 +6,7 @@ from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.generate import generate
 from mmspec.decoding.schedules import Frames, Raster, ZipAR
-from tests.core.test_layout import separator_layout
+from tests.helpers.layouts import separator_layout
 from tests.decoding.helpers import tiny_model
 
 

@@ -3,18 +3,16 @@ a tiny random model, the logits of Lumina-mGPT's vendored Chameleon and the gree
 its `FlexARInferenceSolver` logits processors (see `make_fixture.py` there)."""
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
-import transformers as tf
 
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.generate import generate
-from mmspec.models.chameleon import ChameleonCondition, ChameleonImageGenerator, expand_qk_norms, load_chameleon
+from mmspec.models.chameleon import ChameleonCondition, ChameleonImageGenerator, load_chameleon
+from tests.helpers.lumina import FIXTURE, fixture_model, lumina_folder
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "lumina_mgpt"
 EXACT = [
     "ar", "sjd", "mc-sjd",
     DecodingConfig(method="sjd", window=4, branches=2, branch_slots=2),
@@ -22,27 +20,6 @@ EXACT = [
     DecodingConfig.from_name("mc-sjd", window=3, init="above"),
 ]
 EXACT_IDS = ["ar", "sjd", "mc-sjd", "sjd+branches", "mc-sjd+branches", "mc-sjd-above"]
-
-
-def lumina_config(**overrides) -> tf.ChameleonConfig:
-    """The fixture's config, as transformers 5 reads the `config.json` Lumina's class wrote."""
-    saved = json.loads((FIXTURE / "config.json").read_text())
-    for key in ("lumina_mgpt_commit", "transformers_version_used", "transformers_version", "_name_or_path",
-                "architectures", "model_type"):
-        saved.pop(key, None)
-    saved.update(overrides)
-    return tf.ChameleonConfig(**saved)
-
-
-def fixture_model(attn: str = "eager", **overrides):
-    config = lumina_config(**overrides)
-    config._attn_implementation = attn
-    torch.manual_seed(0)
-    model = tf.ChameleonForConditionalGeneration(config).eval()
-    state = {k: v.float() for k, v in torch.load(FIXTURE / "model.pt", weights_only=True).items()}
-    missing, unexpected = model.load_state_dict(expand_qk_norms(state, config), strict=False)
-    assert not unexpected and all(k.startswith("model.vqmodel.") for k in missing), (missing, unexpected)
-    return model
 
 
 @pytest.fixture(scope="module")
@@ -176,21 +153,6 @@ def test_anole_block_has_no_grid_tokens_or_new_lines(lumina, reference):
     for decoding in EXACT[1:]:
         tokens, _ = generate(generator, condition, decoding=decoding, sampling=sampling, generator=torch.Generator().manual_seed(0))
         assert torch.equal(tokens, ar)
-
-
-def lumina_folder(tmp_path) -> Path:
-    """A checkpoint folder as Lumina-mGPT's hub repos hold it: the config its class wrote and
-    safetensors weights with its per-shard `[model_parallel_size, head_dim]` q/k norms."""
-    from safetensors.torch import save_file
-
-    state = torch.load(FIXTURE / "model.pt", weights_only=True)
-    assert state["model.layers.0.self_attn.q_norm.weight"].shape == (1, 8)  # the original's layout
-    folder = tmp_path / "lumina"
-    folder.mkdir()
-    save_file({k: v.float().contiguous() for k, v in state.items()}, folder / "model.safetensors", metadata={"format": "pt"})
-    saved = json.loads((FIXTURE / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps(saved))
-    return folder
 
 
 def test_load_chameleon_reads_lumina_and_transformers_5_folders(tmp_path, reference):

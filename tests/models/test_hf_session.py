@@ -16,7 +16,7 @@ from mmspec.models.emu3 import Emu3Condition, Emu3ImageGenerator
 from mmspec.models.hf_session import DecoderSession
 from mmspec.models.janus import JanusCondition, JanusImageGenerator
 from mmspec.models.transformers_lm import TransformersLM
-from tests.pipelines.tiny_models import EMU3_GRID, emu3_inputs, janus_inputs, tiny_emu3, tiny_janus
+from tests.helpers.tiny_models import EMU3_GRID, emu3_inputs, janus_inputs, tiny_emu3, tiny_janus
 
 BRANCHED = [
     DecodingConfig(method="mc-sjd", window=5, branches=3, branch_slots=2, branch_length=1),

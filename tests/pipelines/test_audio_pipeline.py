@@ -20,7 +20,7 @@ from mmspec.metrics.losslessness import all_sequences, chi_square
 from mmspec.models.musicgen import MusicgenLM, WordCondition, delay_pattern
 from mmspec.pipelines import load_pipeline
 from tests.decoding.helpers import record_massless_drafts
-from tests.pipelines.tiny_speech import tiny_speech_pipeline
+from tests.helpers.tiny_speech import tiny_speech_pipeline
 
 
 @pytest.fixture(scope="module")

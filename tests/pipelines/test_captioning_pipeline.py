@@ -9,7 +9,7 @@ from mmspec.datasets.shape_captions import load_scenes
 from mmspec.images import to_pil
 from mmspec.pipelines import load_pipeline
 from mmspec.pipelines.captioning import TEXT_DECODINGS, CaptioningPipeline
-from tests.pipelines.tiny_captioner import tiny_captioner
+from tests.helpers.tiny_captioner import tiny_captioner
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from PIL import Image
 from mmspec.decoding.config import DECODINGS, DecodingConfig
 from mmspec.pipelines.emu3 import Emu3Pipeline
 from mmspec.pipelines.llamagen import LlamaGenPipeline
-from tests.pipelines.tiny_models import EMU3_GRID, EMU3_SIZE, tiny_emu3
+from tests.helpers.tiny_models import EMU3_GRID, EMU3_SIZE, tiny_emu3
 
 H, W = EMU3_GRID
 PIXELS = (4 * W, 4 * H)  # PIL (width, height): the tiny VQ upsamples 4x

@@ -9,7 +9,7 @@ from mmspec.core.sampling import SamplingConfig
 from mmspec.models.janus import JanusCondition, JanusImageGenerator
 from mmspec.pipelines.emu3 import Emu3Pipeline
 from mmspec.pipelines.janus import JanusPipeline
-from tests.pipelines.tiny_models import JANUS_GRID, janus_inputs, tiny_janus
+from tests.helpers.tiny_models import JANUS_GRID, janus_inputs, tiny_janus
 
 T = JANUS_GRID[0] * JANUS_GRID[1]
 PIXELS = (8, 8)  # the tiny VQ upsamples the 4 x 4 codes 2x

@@ -11,22 +11,7 @@ from mmspec.decoding.config import DecodingConfig
 from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
 from mmspec.pipelines import load_pipeline
 from mmspec.pipelines.llamagen import LlamaGenPipeline, left_pad_captions
-from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
-
-
-def tiny_vq(codebook_size=32):
-    return LlamaGenVQ(VQConfig(codebook_size=codebook_size, codebook_embed_dim=4, encoder_ch_mult=[1, 1], decoder_ch_mult=[1, 1],
-                               z_channels=32, base_channels=32, num_res_blocks=1)).eval()
-
-
-def tiny_c2i_pipeline(block_size=16, n_layer=1, class_names=("a", "b", "c")) -> LlamaGenPipeline:
-    """A 3-class LlamaGen pipeline with non-uniform conditionals and CFG 2 by default."""
-    torch.manual_seed(0)
-    gpt = LlamaGenGPT(LlamaGenConfig(dim=32, n_layer=n_layer, n_head=2, vocab_size=32, block_size=block_size, num_classes=3)).eval()
-    torch.nn.init.normal_(gpt.output.weight, std=0.3)
-    pipe = LlamaGenPipeline(gpt, tiny_vq(), class_names=list(class_names), default_sampling={"guidance_scale": 2.0})
-    pipe.set_progress_bar_config(disable=True)
-    return pipe
+from tests.helpers.pipelines import tiny_c2i_pipeline, tiny_vq
 
 
 @pytest.fixture(scope="module")

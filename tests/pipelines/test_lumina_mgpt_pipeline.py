@@ -16,7 +16,7 @@ from mmspec.models.chameleon import ChameleonImageGenerator
 from mmspec.pipelines import load_pipeline
 from mmspec.pipelines.lumina_mgpt import LuminaMGPTPipeline
 from mmspec.tokenizers.chameleon_vqgan import ChameleonVQGANDecoder, VQGANConfig
-from tests.models.test_chameleon import FIXTURE, fixture_model, lumina_folder
+from tests.helpers.lumina import FIXTURE, fixture_model, lumina_folder
 
 WORDS = ["Generate", "an", "image", "of", "according", "to", "the", "following", "prompt", ":", "a", "cat", "dog", "red"]
 SIZE = 64  # pixels: 2 x 2 grids of 32, 4 x 4 image tokens

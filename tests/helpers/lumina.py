@@ -1,0 +1,49 @@
+"""The Lumina-mGPT fixture (`tests/fixtures/lumina_mgpt`): a tiny random Chameleon whose
+weights, config and reference outputs came from Lumina-mGPT's own code (`make_fixture.py`)."""
+
+import json
+from pathlib import Path
+
+import torch
+import transformers as tf
+
+from mmspec.models.chameleon import expand_qk_norms
+from tests.helpers import FIXTURES
+
+FIXTURE = FIXTURES / "lumina_mgpt"
+
+
+def lumina_config(**overrides) -> tf.ChameleonConfig:
+    """The fixture's config, as transformers 5 reads the `config.json` Lumina's class wrote."""
+    saved = json.loads((FIXTURE / "config.json").read_text())
+    for key in ("lumina_mgpt_commit", "transformers_version_used", "transformers_version", "_name_or_path",
+                "architectures", "model_type"):
+        saved.pop(key, None)
+    saved.update(overrides)
+    return tf.ChameleonConfig(**saved)
+
+
+def fixture_model(attn: str = "eager", **overrides):
+    config = lumina_config(**overrides)
+    config._attn_implementation = attn
+    torch.manual_seed(0)
+    model = tf.ChameleonForConditionalGeneration(config).eval()
+    state = {k: v.float() for k, v in torch.load(FIXTURE / "model.pt", weights_only=True).items()}
+    missing, unexpected = model.load_state_dict(expand_qk_norms(state, config), strict=False)
+    assert not unexpected and all(k.startswith("model.vqmodel.") for k in missing), (missing, unexpected)
+    return model
+
+
+def lumina_folder(tmp_path) -> Path:
+    """A checkpoint folder as Lumina-mGPT's hub repos hold it: the config its class wrote and
+    safetensors weights with its per-shard `[model_parallel_size, head_dim]` q/k norms."""
+    from safetensors.torch import save_file
+
+    state = torch.load(FIXTURE / "model.pt", weights_only=True)
+    assert state["model.layers.0.self_attn.q_norm.weight"].shape == (1, 8)  # the original's layout
+    folder = tmp_path / "lumina"
+    folder.mkdir()
+    save_file({k: v.float().contiguous() for k, v in state.items()}, folder / "model.safetensors", metadata={"format": "pt"})
+    saved = json.loads((FIXTURE / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(saved))
+    return folder
