@@ -18,27 +18,6 @@ def emu3():
     return model, processor, condition, Emu3ImageGenerator(model, *EMU3_GRID)
 
 
-def full_logits(model, ids, mask, tokens):
-    """Teacher-forced logits `[B, T, V]` of `tokens` after the prompts, by transformers'
-    own forward with generate's position ids (`cumsum(mask) - 1`)."""
-    ids = torch.cat([ids, tokens], 1)
-    mask = torch.cat([mask, torch.ones_like(tokens)], 1)
-    positions = (mask.cumsum(1) - 1).clamp(min=0)
-    with torch.no_grad():
-        logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
-    return logits[:, -tokens.shape[1] - 1 : -1].float()
-
-
-def random_tokens(generator: Emu3ImageGenerator, batch: int, seed: int = 0) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    ids = generator.visual_ids
-    return ids[torch.randint(len(ids), (batch, generator.layout_length), generator=g)]
-
-
-def ones(shape):
-    return torch.ones(shape, dtype=torch.bool)
-
-
 def test_layout_forces_end_of_line_and_allows_visual_tokens(emu3):
     model, _, _, generator = emu3
     layout = generator.layout()
@@ -51,50 +30,6 @@ def test_layout_forces_end_of_line_and_allows_visual_tokens(emu3):
     for code, token in model.vocabulary_mapping.img2bpe.items():
         torch.testing.assert_close(layout.token_embeddings[token], codebook[code].float())
     assert layout.token_embeddings[eol].eq(0).all()
-
-
-def test_prefill_and_cached_blocks_match_full_forward(emu3):
-    model, _, condition, generator = emu3
-    tokens = random_tokens(generator, 2)
-    T = tokens.shape[1]
-    cond = full_logits(model, condition.input_ids, condition.attention_mask, tokens)
-    uncond = full_logits(model, condition.negative_input_ids, condition.negative_attention_mask, tokens)
-    session = generator.start(condition, guided=True)
-    out = [session.prefill_logits()]
-    for start, end in [(0, 3), (3, 4), (4, T - 1)]:
-        pos = torch.arange(start, end).expand(2, -1)
-        out.append(session.forward(tokens[:, start:end], pos))
-        session.commit(pos, ones(pos.shape))
-    torch.testing.assert_close(torch.cat([o.cond for o in out], 1), cond, atol=1e-4, rtol=0)
-    torch.testing.assert_close(torch.cat([o.uncond for o in out], 1), uncond, atol=1e-4, rtol=0)
-
-
-def test_block_written_over_discarded_drafts_matches(emu3):
-    model, _, condition, generator = emu3
-    tokens = random_tokens(generator, 2)
-    T = tokens.shape[1]
-    expected = full_logits(model, condition.input_ids, condition.attention_mask, tokens)
-    session = generator.start(condition, guided=False)
-    pos = torch.arange(2).expand(2, -1)
-    session.forward(tokens[:, :2], pos)
-    session.commit(pos, ones(pos.shape))
-    session.forward(random_tokens(generator, 2, seed=1)[:, 2:], torch.arange(2, T).expand(2, -1))  # drafts, never committed
-    out = session.forward(tokens[:, 2 : T - 1], torch.arange(2, T - 1).expand(2, -1)).cond
-    torch.testing.assert_close(out, expected[:, 3:], atol=1e-4, rtol=0)
-
-
-def test_rows_advance_by_their_own_positions(emu3):
-    model, _, condition, generator = emu3
-    tokens = random_tokens(generator, 2)
-    expected = full_logits(model, condition.input_ids, condition.attention_mask, tokens)
-    session = generator.start(condition, guided=False)
-    lengths = torch.tensor([1, 4])
-    prefix = torch.arange(5).expand(2, -1)
-    session.forward(tokens[:, :5], prefix)
-    session.commit(prefix, prefix < lengths[:, None])
-    pos = torch.stack([torch.arange(n, n + 3) for n in lengths.tolist()])
-    out = session.forward(tokens.gather(1, pos), pos).cond
-    torch.testing.assert_close(out, expected.gather(1, (pos + 1)[..., None].expand(-1, -1, expected.shape[-1])), atol=1e-4, rtol=0)
 
 
 def official_greedy(model, processor, condition, guidance_scale):
@@ -137,24 +72,3 @@ def test_guidance_without_negative_prompt_is_an_error(emu3):
     _, _, condition, generator = emu3
     with pytest.raises(ValueError, match="negative_input_ids"):
         generator.start(Emu3Condition(condition.input_ids, condition.attention_mask), guided=True)
-
-
-def test_segments_keep_windows_apart(emu3):
-    """Two windows in one call with different segments (ZipAR rows) equal each run alone,
-    and neither sees the other's uncommitted slots."""
-    _, _, condition, generator = emu3
-    tokens = random_tokens(generator, 2)
-
-    def fresh():
-        session = generator.start(condition, guided=True)
-        pos = torch.arange(2).expand(2, -1)
-        session.forward(tokens[:, :2], pos)
-        session.commit(pos, ones(pos.shape))
-        return session
-
-    a_pos, b_pos = torch.arange(2, 4).expand(2, -1), torch.arange(5, 8).expand(2, -1)
-    alone_a, alone_b = fresh().forward(tokens[:, 2:4], a_pos), fresh().forward(tokens[:, 5:8], b_pos)
-    both_pos = torch.cat([a_pos, b_pos], 1)
-    both = fresh().forward(tokens.gather(1, both_pos), both_pos, torch.tensor([0, 0, 1, 1, 1]).expand(2, -1))
-    torch.testing.assert_close(both.cond, torch.cat([alone_a.cond, alone_b.cond], 1), atol=1e-5, rtol=0)
-    torch.testing.assert_close(both.uncond, torch.cat([alone_a.uncond, alone_b.uncond], 1), atol=1e-5, rtol=0)

@@ -16,27 +16,6 @@ def janus():
     return model, processor, JanusCondition(enc.input_ids, enc.attention_mask), JanusImageGenerator(model)
 
 
-def full_logits(model, ids, mask, codes):
-    """Teacher-forced generation-head logits `[B, T, V]` of `codes` after the prompts,
-    embedded as transformers' image mode does, with position ids `cumsum(mask) - 1`."""
-    embeds = torch.cat([model.get_input_embeddings()(ids), model.prepare_embeddings_for_image_generation(codes)], 1)
-    mask = torch.cat([mask, torch.ones_like(codes)], 1)
-    positions = (mask.cumsum(1) - 1).clamp(min=0)
-    with torch.no_grad():
-        hidden = model.model.language_model(inputs_embeds=embeds, attention_mask=mask, position_ids=positions).last_hidden_state
-        logits = model.model.generation_head(hidden)
-    return logits[:, -codes.shape[1] - 1 : -1].float()
-
-
-def random_codes(batch: int, seed: int = 0) -> torch.Tensor:
-    rows, cols = JANUS_GRID
-    return torch.randint(12, (batch, rows * cols), generator=torch.Generator().manual_seed(seed))
-
-
-def ones(shape):
-    return torch.ones(shape, dtype=torch.bool)
-
-
 def test_layout_is_the_code_grid_with_the_codebook(janus):
     model, _, _, generator = janus
     layout = generator.layout()
@@ -50,50 +29,6 @@ def test_unconditional_rows_keep_only_bos_and_begin_of_image(janus):
     tok = processor.tokenizer
     uncond = generator.unconditional_ids(condition.input_ids)
     assert uncond[1].tolist() == [tok.bos_token_id] + [tok.pad_token_id] * 4 + [tok.boi_token_id]
-
-
-def test_prefill_and_cached_blocks_match_full_forward(janus):
-    model, _, condition, generator = janus
-    codes = random_codes(2)
-    T = codes.shape[1]
-    cond = full_logits(model, condition.input_ids, condition.attention_mask, codes)
-    uncond = full_logits(model, generator.unconditional_ids(condition.input_ids), condition.attention_mask, codes)
-    session = generator.start(condition, guided=True)
-    out = [session.prefill_logits()]
-    for start, end in [(0, 5), (5, 6), (6, T - 1)]:
-        pos = torch.arange(start, end).expand(2, -1)
-        out.append(session.forward(codes[:, start:end], pos))
-        session.commit(pos, ones(pos.shape))
-    torch.testing.assert_close(torch.cat([o.cond for o in out], 1), cond, atol=1e-4, rtol=0)
-    torch.testing.assert_close(torch.cat([o.uncond for o in out], 1), uncond, atol=1e-4, rtol=0)
-
-
-def test_block_written_over_discarded_drafts_matches(janus):
-    model, _, condition, generator = janus
-    codes = random_codes(2)
-    T = codes.shape[1]
-    expected = full_logits(model, condition.input_ids, condition.attention_mask, codes)
-    session = generator.start(condition, guided=False)
-    pos = torch.arange(3).expand(2, -1)
-    session.forward(codes[:, :3], pos)
-    session.commit(pos, ones(pos.shape))
-    session.forward(random_codes(2, seed=1)[:, 3:], torch.arange(3, T).expand(2, -1))  # drafts, never committed
-    out = session.forward(codes[:, 3 : T - 1], torch.arange(3, T - 1).expand(2, -1)).cond
-    torch.testing.assert_close(out, expected[:, 4:], atol=1e-4, rtol=0)
-
-
-def test_rows_advance_by_their_own_positions(janus):
-    model, _, condition, generator = janus
-    codes = random_codes(2)
-    expected = full_logits(model, condition.input_ids, condition.attention_mask, codes)
-    session = generator.start(condition, guided=False)
-    lengths = torch.tensor([2, 7])
-    prefix = torch.arange(8).expand(2, -1)
-    session.forward(codes[:, :8], prefix)
-    session.commit(prefix, prefix < lengths[:, None])
-    pos = torch.stack([torch.arange(n, n + 4) for n in lengths.tolist()])
-    out = session.forward(codes.gather(1, pos), pos).cond
-    torch.testing.assert_close(out, expected.gather(1, (pos + 1)[..., None].expand(-1, -1, 12)), atol=1e-4, rtol=0)
 
 
 @pytest.mark.parametrize("guidance_scale", [1.5, 5.0])

@@ -4,30 +4,14 @@ import pytest
 import torch
 from PIL import Image
 
-from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.drafts import DRAFTER_NAMES
-from mmspec.decoding.generate import generate
 from mmspec.decoding.schedules import Frames
-from mmspec.models.video_llamagen import VideoLlamaGen, VideoLlamaGenConfig
 from mmspec.pipelines import load_pipeline
 from mmspec.pipelines.video import VideoPipeline
-from tests.pipelines.test_llamagen_pipeline import tiny_vq
+from tests.helpers.pipelines import VIDEO_FRAMES, VIDEO_GRID, tiny_video_pipeline
 
-FRAMES, GRID = 3, 3
-
-
-def tiny_video_pipeline() -> VideoPipeline:
-    """3 frames of 3x3 tokens (V=32, 6x6-pixel frames), 3 classes, sharp conditionals, CFG 2."""
-    torch.manual_seed(0)
-    config = VideoLlamaGenConfig(dim=48, n_layer=1, n_head=2, multiple_of=16, vocab_size=32, frames=FRAMES,
-                                 block_size=FRAMES * GRID * GRID, num_classes=3)
-    gpt = VideoLlamaGen(config).eval()
-    torch.nn.init.normal_(gpt.output.weight, std=0.3)
-    pipe = VideoPipeline(gpt, tiny_vq(), class_names=["a", "b", "c"], default_sampling={"guidance_scale": 2.0},
-                         metadata={"fps": 4})
-    pipe.set_progress_bar_config(disable=True)
-    return pipe
+FRAMES, GRID = VIDEO_FRAMES, VIDEO_GRID
 
 
 @pytest.fixture(scope="module")
@@ -63,14 +47,6 @@ def test_layout_has_frame_row_col_axes_and_previous_frame_neighbours(pipe):
     previous = layout.neighbour("frame")
     assert (previous[: GRID * GRID] == -1).all()
     assert torch.equal(previous[GRID * GRID:], torch.arange(GRID * GRID * (FRAMES - 1)))
-
-
-def test_teacher_forced_logits_match_cached_decoding(pipe):
-    """The 3-D RoPE is used alike in training (teacher forcing) and in the cached session:
-    greedy AR tokens are the argmax of the teacher-forced logits at every position."""
-    gpt = pipe.transformer
-    tokens, _ = generate(gpt, torch.tensor([1, 2]), "ar", SamplingConfig(guidance_scale=1.0, temperature=0))
-    assert torch.equal(gpt(tokens, torch.tensor([1, 2])).argmax(-1), tokens)
 
 
 def test_output_types_and_frame_prefix(pipe):
