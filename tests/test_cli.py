@@ -260,6 +260,7 @@ def accelerate_batch(pipeline_dir, labels, out):
     return subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("accelerate") is None and not Path(sys.executable).with_name("accelerate").exists(),
                     reason="accelerate's launcher is not installed")
 def test_accelerate_two_processes_killed_midway_then_resumed(pipeline_dir, tmp_path):

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # builds and installs a wheel: about 10 s
+
 REPO = Path(__file__).resolve().parent.parent
 # what `mmspec generate` and `mmspec demo` read from the installed package
 PACKAGE_FILES = [

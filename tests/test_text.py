@@ -31,6 +31,7 @@ def stopped(sequences: torch.Tensor) -> torch.Tensor:
     return sequences.masked_fill(after, EOS)
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("decoding, prompt", [("sjd", (1, 3, 4)), ("mc-sjd+lookup", (1, 3, 4)), ("prompt-lookup", (1, 3, 4)),
                                               ("prompt-lookup", (1, 3, 4, 5, 3, 4, 1, 3))])
 def test_sampling_with_eos_top_k_and_temperature_is_lossless(decoding, prompt):
@@ -56,6 +57,7 @@ def test_sampling_with_eos_top_k_and_temperature_is_lossless(decoding, prompt):
     assert chi_square(counts[index], expected[index]).p_value > 1e-3
 
 
+@pytest.mark.statistical
 def test_chi_square_catches_a_wrong_temperature():
     """The same test fails when the samples come from another temperature."""
     V, T, n = 6, 3, 6000

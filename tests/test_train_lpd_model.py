@@ -15,6 +15,7 @@ def tiny_config(script):
     return dataclasses.replace(script.LPD_CONFIG, decoder_embed_dim=32, decoder_depth=1, decoder_num_heads=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["bf16", "fp32"])
 def test_training_lowers_the_joint_loss(tmp_path, monkeypatch, precision):
     script = load_script("train_lpd_model")

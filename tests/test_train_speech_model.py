@@ -73,6 +73,8 @@ def test_input_noise_takes_the_given_replacements():
     assert torch.equal(hit[..., 3], ~pad[..., 3])  # share 1: every code of the last codebook
 
 
+@pytest.mark.slow
+@pytest.mark.statistical
 def test_redrawn_codes_follow_the_decoders_distribution_given_the_true_codes_before():
     script = load_script("train_speech_model")
     lm, steps, words = untrained_lm_and_batch(script)

@@ -131,6 +131,7 @@ def saved_janus(root: Path) -> str:
     return "a blue dog"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("save", [saved_llamagen, saved_emu3, saved_janus], ids=["llamagen", "emu3", "janus"])
 def test_mmspec_demo_serves_a_saved_pipeline_of_every_family(tmp_path, save):
     """The demo used to read `pipe.transformer.config`, so an Emu3 or Janus pipeline failed."""
@@ -151,6 +152,7 @@ def test_mmspec_demo_serves_a_saved_pipeline_of_every_family(tmp_path, save):
     assert "Traceback" not in log, log[-3000:]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("chromium") is None or shutil.which("chromedriver") is None,
                     reason="needs Debian's chromium and chromium-driver (.ci/run installs them)")
 def test_page_in_headless_chromium(app):

@@ -73,6 +73,7 @@ def test_the_demo_builds_around_a_pipeline_of_another_family(name, tab):
     assert "Images" in titles and tab in titles
 
 
+@pytest.mark.slow
 def test_every_endpoint_takes_its_advertised_defaults(app):
     """Each endpoint, called with the defaults `view_api()` advertises (an image drawn by
     `/draw_shapes` for `/caption`; one method for `/generate`, to keep it short), returns a

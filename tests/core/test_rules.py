@@ -130,6 +130,7 @@ def pcg_draws(n: int, seed: int = 0):
     return out.tokens[:, 0], p
 
 
+@pytest.mark.statistical
 def test_pcg_is_exact_at_the_group_level_and_not_at_the_token_level():
     tokens, p = pcg_draws(40_000)
     group_of = kmeans_groups(PAIRS, 3)

@@ -52,6 +52,7 @@ def ar_samples():
     return model, sampling, tokens
 
 
+@pytest.mark.statistical
 def test_ar_draws_the_product_of_conditionals(ar_samples):
     """Chi-square over all 256 sequences at a fixed seed (so it cannot flake). 40,000
     samples are enough to reject a +-5% bias on the sequence probabilities at the 1e-3
@@ -64,6 +65,7 @@ def test_ar_draws_the_product_of_conditionals(ar_samples):
     assert result.p_value > 1e-3, result
 
 
+@pytest.mark.statistical
 def test_chi_square_rejects_a_slightly_wrong_distribution(ar_samples):
     """Negative control: the same samples against the true distribution with every
     sequence probability off by 5% (up and down alternately by rank) are rejected."""

@@ -42,6 +42,7 @@ class FickleChooser:
         pass
 
 
+@pytest.mark.statistical
 def test_auto_is_lossless_with_a_chooser_that_changes_its_mind_every_forward():
     """Whole 4-token sequences (V=4, CFG 2, top-k 3) from 40,000 draws, the window (0 or 2),
     branches (on, off) and first drafts (above, random) changing at every forward by a
@@ -57,6 +58,7 @@ def test_auto_is_lossless_with_a_chooser_that_changes_its_mind_every_forward():
     assert result.p_value > 1e-3, result
 
 
+@pytest.mark.statistical
 def test_auto_with_cost_chooser_is_lossless():
     """The same test with auto's own chooser on a steep made-up cost curve (so it moves
     between AR steps and windows)."""

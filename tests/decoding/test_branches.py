@@ -19,6 +19,7 @@ def exact_distribution():
     return exact.exact_distribution()
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize(
     "config",
     [

@@ -110,6 +110,7 @@ def exact_distribution():
     return model, sequence_probs(model, torch.full((len(seqs),), 1), seqs, SAMPLING)
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("method", ["sjd", "mc-sjd"])
 @pytest.mark.parametrize("init", ["lookup", "lookup+above"])
 def test_lookup_drafts_are_lossless(exact_distribution, method, init):
@@ -124,6 +125,7 @@ def video_layout():
     return TokenLayout.grid((2, 2, 2), 2)  # frame, row, col
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("method", ["sjd", "mc-sjd"])
 def test_previous_frame_drafts_on_a_three_axis_layout_are_lossless(method):
     """Raster order over (frame, row, col), first drafts copied from the previous frame:

@@ -20,6 +20,7 @@ def exact_distribution():
     return exact.exact_distribution()
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize(
     "config",
     [
@@ -38,6 +39,7 @@ def test_sjd_and_mc_sjd_are_lossless(exact_distribution, config):
     assert result.p_value > 1e-3, result
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize(
     "name,params",
     [("sjd+lantern", dict(lantern_k=2, lantern_delta=0.3)), ("mc-sjd+gsd", dict(gsd_prob_gap=0.5, gsd_embed_dist=10.0))],

@@ -53,6 +53,7 @@ def test_greedy_jacobi_with_processors_is_ar(processors, name):
         assert (tokens >= 0).all()
 
 
+@pytest.mark.statistical
 def test_repetition_penalty_keeps_jacobi_lossless():
     """Exact probabilities of every sequence under the penalty (one codebook, V = 3,
     4 steps), against MC-SJD's samples."""

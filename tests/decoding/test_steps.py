@@ -24,6 +24,7 @@ def test_the_session_sees_only_committed_steps():
     assert alone.shape == (1, 1, 2, 3) and not torch.equal(alone, after)
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("config", [DecodingConfig(method="ar"), DecodingConfig(method="sjd", window=2),
                                     DecodingConfig(method="mc-sjd", window=3), DecodingConfig(method="mc-sjd", window=2, init="previous-step"),
                                     DecodingConfig(method="sjd", window=2, step_test="joint"),

@@ -32,6 +32,7 @@ def stopped_distribution():
     return model, expected
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("config", [DecodingConfig(method="sjd", window=3), DecodingConfig(method="mc-sjd", window=2),
                                     DecodingConfig(method="ar")], ids=lambda c: c.name)
 def test_stop_tokens_keep_the_distribution(stopped_distribution, config):

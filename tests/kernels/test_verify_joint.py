@@ -27,6 +27,7 @@ def step_ids(steps: torch.Tensor) -> torch.Tensor:
     return steps[..., 0] * 3 + steps[..., 1]
 
 
+@pytest.mark.statistical
 def test_residual_draws_follow_the_step_residual():
     n = 100_000
     steps = draw_residual(P.expand(n, 2, 3), Q.expand(n, 2, 3), torch.Generator().manual_seed(0))
@@ -36,6 +37,7 @@ def test_residual_draws_follow_the_step_residual():
     assert chi_square(counts[residual > 0], residual[residual > 0] / residual.sum()).p_value > 1e-3
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("coupling", [True, False])
 def test_committed_step_and_next_drafts_follow_p(coupling):
     """Two slots of drafts drawn from Q: the step committed at slot 0 and the next draft of

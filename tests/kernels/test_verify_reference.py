@@ -28,6 +28,7 @@ def test_slot_without_draft_is_drawn_from_p_and_window_end_commits_nothing_more(
     assert none.committed.tolist() == [2, 0] and none.tokens[1].tolist() == [0, 1]
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("coupling", [False, True])
 def test_next_drafts_have_marginal_p_and_coupling_keeps_drafts(coupling):
     """Slot 1 after a certain rejection at slot 0: its next draft must be distributed as
@@ -52,6 +53,7 @@ def test_next_drafts_have_marginal_p_and_coupling_keeps_drafts(coupling):
         assert abs(kept - (p1 * q1).sum().item()) < 0.005
 
 
+@pytest.mark.statistical
 def test_committed_token_is_distributed_as_p():
     """Draft from q, accept or resample: the committed token at slot 0 follows p."""
     g = torch.Generator().manual_seed(1)

@@ -1,9 +1,12 @@
+import pytest
 import torch
 
 from mmspec.assets import load_classifier
 from mmspec.datasets.shapes import load_split
 from mmspec.metrics.classifier import classify
 from mmspec.metrics.quality import evaluate_images
+
+pytestmark = pytest.mark.slow  # the shipped classifier over rendered images: 3 to 4 s a test
 
 
 def test_shipped_classifier_is_accurate_on_heldout_images():

@@ -155,6 +155,7 @@ class TinyGuidedLM:
 N_SAMPLES = 40_000  # rejects a +-5% bias on the likelier sequence probabilities at p < 1e-3 (see tests/decoding/test_ar.py)
 
 
+@pytest.mark.statistical
 def test_branches_through_a_transformers_session_are_lossless():
     """Whole 4-token sequences (V=4, CFG 2, top-k 3) from 40,000 draws of MC-SJD with
     branches through `DecoderSession` match the exact product of conditionals: chi-square

@@ -59,6 +59,7 @@ def context_sensitive_decoder(V: int, K: int, T: int) -> MusicgenLM:
     return MusicgenLM(decoder, T, condition=WordCondition(["a", "b"], 16).eval())
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize(
     "decoding, T, N",
     [(DecodingConfig.from_name("mc-sjd", window=3, init="previous-step"), 3, 20_000),
@@ -187,6 +188,7 @@ def test_cli_speaks_words_and_resumable_batches(pipe, tmp_path, capsys):
     assert (tmp_path / "batch" / "audio" / "000001.wav").read_bytes() == first
 
 
+@pytest.mark.slow
 def test_the_shipped_model_says_the_ten_words_in_a_third_of_ars_forwards():
     """Fixed seeds: the shipped decoder, with copy drafts and branches, says each digit so
     that the shipped judge hears it (at least 8 of 10), in under 17 forwards a clip on
