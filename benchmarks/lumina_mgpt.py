@@ -34,8 +34,7 @@ PROMPTS = ["a red panda in the snow", "a lighthouse at dusk", "a bowl of ramen",
 
 def tiny_pipeline():
     from mmspec.pipelines.lumina_mgpt import LuminaMGPTPipeline
-    from tests.models.test_chameleon import fixture_model
-    from tests.pipelines.test_lumina_mgpt_pipeline import tiny_tokenizer, tiny_vqgan
+    from tests.helpers.lumina import fixture_model, tiny_tokenizer, tiny_vqgan
 
     return LuminaMGPTPipeline(fixture_model("sdpa"), tiny_tokenizer(), tiny_vqgan(), height=128, width=128)
 

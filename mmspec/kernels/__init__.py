@@ -1,1 +1,1 @@
-"""Probabilistic verification kernels (see the kernel issue)."""
+"""Probabilistic verification: a PyTorch reference and a Triton kernel for CUDA tensors (`verify`)."""

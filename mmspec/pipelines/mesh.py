@@ -236,7 +236,7 @@ class MeshPipeline(DiffusionPipeline):
         Args:
             class_labels (*optional*): class names or indices (class-conditional models).
             num_meshes (`int`, defaults to 1): meshes per label (per call when unconditional).
-            decoding (`str` or `DecodingConfig`, defaults to "mc-sjd+lookup"): "ar", "sjd",
+            decoding (`str` or `DecodingConfig`, defaults to "auto"): "auto", "ar", "sjd",
                 "mc-sjd", each optionally "+lookup" or "+face-lookup" (see `mesh_decoding`).
             temperature, top_k, top_p (*optional*): sampling; default to the saved defaults.
             max_faces (`int`, *optional*): faces per mesh at most (default: the pipeline's).

@@ -6,11 +6,33 @@ from pathlib import Path
 
 import torch
 import transformers as tf
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
 
 from mmspec.models.chameleon import expand_qk_norms
+from mmspec.tokenizers.chameleon_vqgan import ChameleonVQGANDecoder, VQGANConfig
 from tests.helpers import FIXTURES
 
 FIXTURE = FIXTURES / "lumina_mgpt"
+WORDS = ["Generate", "an", "image", "of", "according", "to", "the", "following", "prompt", ":", "a", "cat", "dog", "red"]
+
+
+def tiny_tokenizer() -> PreTrainedTokenizerFast:
+    """Chameleon's names for the special and image ids; words at otherwise unused ids."""
+    vocab = json.loads((FIXTURE / "config.json").read_text())["vocabulary_map"]
+    by_id = {i: name for name, i in vocab.items()}
+    for i, word in enumerate(WORDS):
+        by_id[8810 + i] = word
+    tok = Tokenizer(models.WordLevel({name: i for i, name in by_id.items()}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                                   pad_token="<pad>", padding_side="left")
+
+
+def tiny_vqgan() -> ChameleonVQGANDecoder:
+    torch.manual_seed(0)
+    return ChameleonVQGANDecoder(VQGANConfig(n_embed=8192, embed_dim=4, z_channels=8, ch=32, ch_mult=[1, 1],
+                                             num_res_blocks=0, resolution=32)).eval()
 
 
 def lumina_config(**overrides) -> tf.ChameleonConfig:

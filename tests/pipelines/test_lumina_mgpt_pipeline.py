@@ -6,8 +6,6 @@ import json
 import pytest
 import torch
 from PIL import Image
-from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import PreTrainedTokenizerFast
 
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.config import DecodingConfig
@@ -15,29 +13,9 @@ from mmspec.decoding.generate import generate
 from mmspec.models.chameleon import ChameleonImageGenerator
 from mmspec.pipelines import load_pipeline
 from mmspec.pipelines.lumina_mgpt import LuminaMGPTPipeline
-from mmspec.tokenizers.chameleon_vqgan import ChameleonVQGANDecoder, VQGANConfig
-from tests.helpers.lumina import FIXTURE, fixture_model, lumina_folder
+from tests.helpers.lumina import FIXTURE, fixture_model, lumina_folder, tiny_tokenizer, tiny_vqgan
 
-WORDS = ["Generate", "an", "image", "of", "according", "to", "the", "following", "prompt", ":", "a", "cat", "dog", "red"]
 SIZE = 64  # pixels: 2 x 2 grids of 32, 4 x 4 image tokens
-
-
-def tiny_tokenizer() -> PreTrainedTokenizerFast:
-    """Chameleon's names for the special and image ids; words at otherwise unused ids."""
-    vocab = json.loads((FIXTURE / "config.json").read_text())["vocabulary_map"]
-    by_id = {i: name for name, i in vocab.items()}
-    for i, word in enumerate(WORDS):
-        by_id[8810 + i] = word
-    tok = Tokenizer(models.WordLevel({name: i for i, name in by_id.items()}, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
-                                   pad_token="<pad>", padding_side="left")
-
-
-def tiny_vqgan() -> ChameleonVQGANDecoder:
-    torch.manual_seed(0)
-    return ChameleonVQGANDecoder(VQGANConfig(n_embed=8192, embed_dim=4, z_channels=8, ch=32, ch_mult=[1, 1],
-                                             num_res_blocks=0, resolution=32)).eval()
 
 
 @pytest.fixture(scope="module")
