@@ -181,7 +181,7 @@ class JacobiLoop:
                           self.tokens, self.committed, self.processors, self.prompt)
         self.commit_run(self.b, torch.zeros_like(self.b), first[:, None], torch.ones_like(self.b, dtype=torch.bool))
         self.n[:, 0] = 1
-        self.forwards = 1
+        self.forwards = self.forwards_at_choice = 1  # the prefill fed no window: auto learns nothing from it
 
     def open_windows(self) -> torch.Tensor:
         """Opens the segments whose parent has progressed enough; gives first drafts to

@@ -229,3 +229,21 @@ def test_auto_offers_branch_presets_only_where_tree_attention_runs():
     assert branch_options(auto, torch.device("cpu")) == (None,)
     fixed = DecodingConfig.from_name("auto", branches=4)
     assert branch_options(fixed, cuda, tree=False) == (None, fixed.branch_setting)
+
+
+class RecordingChooser(FickleChooser):
+    """FickleChooser that keeps every observation it is given."""
+
+    seen: list = []
+
+    def observe(self, choice, committed, by_branches, forwards, glue_s, ar_glue_s=0.0, scale=1.0):
+        RecordingChooser.seen.append((choice.window, committed, forwards))
+
+
+def test_the_prefill_is_not_observed_as_a_window_forward():
+    """The prefill feeds no window: counted as one, it would read as a window that
+    committed nothing and pull the acceptance prior down before any draft was tried."""
+    RecordingChooser.seen = []
+    config = DecodingConfig(method="auto", chooser=RecordingChooser, cost="off")
+    generate(tiny_model(), torch.full((2,), 1), config, SAMPLING, torch.Generator().manual_seed(0))
+    assert RecordingChooser.seen and RecordingChooser.seen[0][2] == 0, RecordingChooser.seen
