@@ -172,7 +172,8 @@ def janus() -> SessionCase:
         hidden = model.model.language_model(inputs_embeds=embeds).last_hidden_state
         return model.model.generation_head(hidden)[:, ids.shape[1] - 1 :]
 
-    return SessionCase("janus", generator, condition, lambda rows, t, g: by_row(rows, t, g, one), True)
+    # its logits reach about 20: float32 sums in another order differ by up to 1.5e-4 on some CPUs
+    return SessionCase("janus", generator, condition, lambda rows, t, g: by_row(rows, t, g, one), True, atol=5e-4)
 
 
 def left_padded(rows: list[torch.Tensor], pad: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
