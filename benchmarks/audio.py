@@ -24,10 +24,10 @@ import torch
 from tqdm import tqdm
 
 from mmspec.assets import SPEECH_ASSETS
-from mmspec.batch import atomic_write
-from mmspec.bench import MethodResult, environment, report
+from mmspec.io.files import atomic_write
+from mmspec.runs.bench import MethodResult, environment, report
 from mmspec.datasets.spoken_digits import load_split
-from mmspec.images import commit_heatmap, image_grid, label_rows
+from mmspec.io.images import commit_heatmap, image_grid, label_rows
 from mmspec.decoding.config import DecodingConfig
 from mmspec.pipelines.audio import SpeechPipeline
 

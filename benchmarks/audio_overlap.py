@@ -22,8 +22,8 @@ import torch
 from tqdm import tqdm
 
 from mmspec.assets import SPEECH_ASSETS
-from mmspec.batch import atomic_write
-from mmspec.bench import environment
+from mmspec.io.files import atomic_write
+from mmspec.runs.bench import environment
 from mmspec.core.contracts import GuidedLogits
 from mmspec.core.sampling import SamplingConfig, target_probs
 from mmspec.pipelines.audio import SpeechPipeline

@@ -29,12 +29,13 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from mmspec.batch import atomic_write
-from mmspec.bench import environment
+from mmspec.io.files import atomic_write
+from mmspec.runs.bench import environment
 from mmspec.datasets.shape_captions import caption_checks, caption_correct, load_scenes
-from mmspec.images import to_pil
+from mmspec.io.images import to_pil
 from mmspec.decoding.config import DecodingConfig
-from mmspec.pipelines.captioning import CAPTIONER_ASSETS, CaptioningPipeline
+from mmspec.assets import CAPTIONER_ASSETS
+from mmspec.pipelines.captioning import CaptioningPipeline
 
 OURS = ("ar", "sjd", "mc-sjd", "lookup", "mc-sjd+lookup", "prompt-lookup")
 MAX_NEW_TOKENS = 64

@@ -19,8 +19,10 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from mmspec.assets import DEFAULT_ASSETS, load_classifier
-from mmspec.bench import environment, report, run_methods
+from mmspec.assets import DEFAULT_ASSETS
+
+from mmspec.metrics.classifier import load_classifier
+from mmspec.runs.bench import environment, report, run_methods
 from mmspec.decoding.config import DecodingConfig
 from mmspec.datasets.shapes import load_split
 from mmspec.metrics.quality import evaluate_images

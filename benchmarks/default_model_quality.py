@@ -31,11 +31,12 @@ import torch
 from tqdm import tqdm
 
 import mmspec
-from mmspec.assets import DEFAULT_ASSETS, load_default
+from mmspec.assets import DEFAULT_ASSETS
+from mmspec.pipelines.llamagen import load_default
 from mmspec.datasets.shapes import NUM_CLASSES, load_split
 from mmspec.decoding.generate import generate
 from mmspec.core.sampling import SamplingConfig
-from mmspec.images import to_uint8
+from mmspec.io.images import to_uint8
 from mmspec.metrics.classifier import classify
 from mmspec.metrics.fid import frechet_distance
 from mmspec.metrics.quality import evaluate_images

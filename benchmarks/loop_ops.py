@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 from torch.overrides import TorchFunctionMode
 
-from mmspec.batch import atomic_write
-from mmspec.bench import environment
+from mmspec.io.files import atomic_write
+from mmspec.runs.bench import environment
 from mmspec.decoding import jacobi
 from mmspec.decoding.config import DecodingConfig
 

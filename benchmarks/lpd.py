@@ -21,12 +21,14 @@ from pathlib import Path
 import torch
 from PIL import Image
 
-from mmspec.assets import DEFAULT_ASSETS, LPD_ASSETS, load_classifier
-from mmspec.batch import atomic_write
-from mmspec.bench import environment, report, run_methods, score_images
+from mmspec.assets import DEFAULT_ASSETS, LPD_ASSETS
+
+from mmspec.metrics.classifier import load_classifier
+from mmspec.io.files import atomic_write
+from mmspec.runs.bench import environment, report, run_methods, score_images
 from mmspec.datasets.shapes import load_split
 from mmspec.decoding.config import DecodingConfig
-from mmspec.images import commit_heatmap, image_grid, label_rows, to_pil
+from mmspec.io.images import commit_heatmap, image_grid, label_rows, to_pil
 from mmspec.pipelines import load_pipeline
 
 REPO = Path(__file__).resolve().parents[1]

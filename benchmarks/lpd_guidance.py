@@ -16,9 +16,11 @@ from pathlib import Path
 
 import torch
 
-from mmspec.assets import LPD_ASSETS, load_classifier
-from mmspec.batch import atomic_write
-from mmspec.bench import environment
+from mmspec.assets import LPD_ASSETS
+
+from mmspec.metrics.classifier import load_classifier
+from mmspec.io.files import atomic_write
+from mmspec.runs.bench import environment
 from mmspec.datasets.shapes import load_split
 from mmspec.metrics.quality import evaluate_images
 from mmspec.pipelines import load_pipeline

@@ -21,8 +21,10 @@ from pathlib import Path
 
 import torch
 
-from mmspec.assets import DEFAULT_ASSETS, load_classifier
-from mmspec.bench import MethodResult, environment, report, run_methods, score_images
+from mmspec.assets import DEFAULT_ASSETS
+
+from mmspec.metrics.classifier import load_classifier
+from mmspec.runs.bench import MethodResult, environment, report, run_methods, score_images
 from mmspec.core.contracts import GuidedLogits
 from mmspec.core.sampling import SamplingConfig, sample, target_probs
 from mmspec.datasets.shapes import load_split

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from mmspec.bench import environment, report, run_methods
+from mmspec.runs.bench import environment, report, run_methods
 from mmspec.decoding.config import DecodingConfig
 
 METHODS = [

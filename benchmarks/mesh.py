@@ -20,9 +20,9 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from mmspec.bench import MethodResult, environment, report
+from mmspec.runs.bench import MethodResult, environment, report
 from mmspec.datasets.meshes import load_split
-from mmspec.mesh_io import is_valid, preview_grid
+from mmspec.io.mesh import is_valid, preview_grid
 from mmspec.pipelines.mesh import MESH_ASSETS, MeshPipeline, mesh_decoding
 
 METHODS = ["ar", "sjd", "mc-sjd", "lookup", "mc-sjd+lookup", "mc-sjd+face-lookup"]

@@ -53,9 +53,9 @@ from pathlib import Path
 
 import torch
 
-from mmspec.batch import atomic_write
-from mmspec.bench import environment
-from mmspec.checkpoint import load_into
+from mmspec.io.files import atomic_write
+from mmspec.runs.bench import environment
+from mmspec.utils.checkpoint import load_into
 from mmspec.decoding.config import DecodingConfig
 
 ORIGINAL = "original LlamaGen AR"

@@ -23,15 +23,15 @@ import torch
 from PIL import Image
 
 from mmspec.assets import VIDEO_ASSETS
-from mmspec.batch import atomic_write
-from mmspec.bench import MethodResult, environment, report
+from mmspec.io.files import atomic_write
+from mmspec.runs.bench import MethodResult, environment, report
 from mmspec.datasets.moving_shapes import load_split
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.schedules import Frames
-from mmspec.images import image_grid, label_rows, to_pil
+from mmspec.io.images import image_grid, label_rows, to_pil
 from mmspec.metrics.video import evaluate_videos
 from mmspec.pipelines.video import VideoPipeline
-from mmspec.video_io import frame_heatmaps
+from mmspec.io.video import frame_heatmaps
 
 REPO = Path(__file__).resolve().parents[1]
 ZIPAR_WINDOW = 4  # tokens of the row above (rows are 8 tokens)

@@ -14,11 +14,13 @@ from pathlib import Path
 
 import torch
 
-from mmspec.assets import VIDEO_ASSETS, load_default
-from mmspec.batch import atomic_write
-from mmspec.bench import environment
+from mmspec.assets import VIDEO_ASSETS
+
+from mmspec.pipelines.llamagen import load_default
+from mmspec.io.files import atomic_write
+from mmspec.runs.bench import environment
 from mmspec.datasets.moving_shapes import load_split
-from mmspec.images import image_grid, label_rows, to_pil
+from mmspec.io.images import image_grid, label_rows, to_pil
 from mmspec.metrics.video import class_report
 from mmspec.pipelines.video import VideoPipeline
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ

@@ -22,8 +22,8 @@ import torch
 from tqdm import tqdm
 
 from mmspec.assets import VIDEO_ASSETS
-from mmspec.batch import atomic_write
-from mmspec.bench import environment
+from mmspec.io.files import atomic_write
+from mmspec.runs.bench import environment
 from mmspec.datasets.moving_shapes import load_split
 from mmspec.decoding.config import DecodingConfig
 from mmspec.metrics.video import class_report, class_spread

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import torch
 
-from mmspec.batch import atomic_write
-from mmspec.bench import environment, speedup_plot
+from mmspec.io.files import atomic_write
+from mmspec.runs.bench import environment, speedup_plot
 from mmspec.decoding.auto import describe_choices, merge_choices
 from mmspec.decoding.config import DecodingConfig
 
@@ -101,7 +101,7 @@ def mesh_case() -> Case:
 
 def captioner_case() -> Case:
     from mmspec.datasets.shape_captions import load_scenes
-    from mmspec.images import to_pil
+    from mmspec.io.images import to_pil
     from mmspec.pipelines.captioning import CaptioningPipeline
 
     images = to_pil(load_scenes("heldout", 40)[0])

@@ -23,8 +23,8 @@ _EXPORTS = {
     "JanusPipeline": "mmspec.pipelines.janus",
     "LuminaMGPTPipeline": "mmspec.pipelines.lumina_mgpt",
     "load_pipeline": "mmspec.pipelines",
-    "generate_text": "mmspec.text",
-    "CUSTOM_GENERATE": "mmspec.text",
+    "generate_text": "mmspec.pipelines.text",
+    "CUSTOM_GENERATE": "mmspec.pipelines.text",
     "TransformersLM": "mmspec.models.transformers_lm",
 }
 

@@ -7,4 +7,4 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv=$("$repo/scripts/venv.sh")
 cd "$repo"
 export HF_HUB_OFFLINE=1 PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
-exec "$venv/bin/python" -m mmspec.cli generate "$@"
+exec "$venv/bin/python" -m mmspec.commands.cli generate "$@"

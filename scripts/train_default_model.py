@@ -44,7 +44,7 @@ from safetensors.torch import save_file
 from tqdm import tqdm
 
 from mmspec.assets import DEFAULT_ASSETS
-from mmspec.batch import atomic_write
+from mmspec.io.files import atomic_write
 from mmspec.datasets.shapes import CLASS_NAMES, IMAGE_SIZE, NUM_CLASSES, load_split
 from mmspec.metrics.classifier import ClassifierConfig, ShapesClassifier, random_blur
 from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT

@@ -3,7 +3,9 @@ import os
 
 import pytest
 
-from mmspec.batch import Item, atomic_write, clear_results, item_seed, read_items, run_batch, write_manifest
+from mmspec.runs.batch import Item, clear_results, item_seed, read_items, run_batch, write_manifest
+
+from mmspec.io.files import atomic_write
 from mmspec.decoding.config import DecodingConfig
 from tests.helpers.pipelines import tiny_c2i_pipeline
 

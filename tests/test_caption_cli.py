@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from mmspec.cli import main
+from mmspec.commands.cli import main
 from mmspec.datasets.shape_captions import load_scenes
-from mmspec.images import to_pil
+from mmspec.io.images import to_pil
 from tests.helpers.tiny_captioner import tiny_captioner
 
 FLAGS = ["--max-new-tokens", "6", "--decoding", "mc-sjd+lookup"]

@@ -5,9 +5,9 @@ as AR in at most a third of the forwards."""
 import pytest
 
 from mmspec.datasets.shape_captions import caption_correct, load_scenes
-from mmspec.images import to_pil
+from mmspec.io.images import to_pil
 from mmspec.pipelines import load_pipeline
-from mmspec.pipelines.captioning import CAPTIONER_ASSETS
+from mmspec.assets import CAPTIONER_ASSETS
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from mmspec.cli import main
+from mmspec.commands.cli import main
 from mmspec.pipelines.janus import JanusPipeline
 from tests.helpers.pipelines import tiny_c2i_pipeline
 from tests.helpers.tiny_models import tiny_janus
@@ -255,7 +255,7 @@ def accelerate_batch(pipeline_dir, labels, out):
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     accelerate = Path(sys.executable).with_name("accelerate")
     cmd = [str(accelerate), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-           "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "mmspec.cli", "batch",
+           "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "mmspec.commands.cli", "batch",
            "--pipeline", str(pipeline_dir), "--prompts", str(labels), "--out", str(out), "--decoding", "ar", "--threads", "1"]
     return subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
 

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import mmspec
-from mmspec.assets import DEFAULT_ASSETS, load_default
+from mmspec.assets import DEFAULT_ASSETS
+from mmspec.pipelines.llamagen import load_default
 from mmspec.datasets.shapes import CLASS_NAMES
 from mmspec.decoding.generate import generate
 from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from mmspec.batch import Item, clear_results, run_batch, write_manifest
-from mmspec.cli import main
+from mmspec.runs.batch import Item, clear_results, run_batch, write_manifest
+from mmspec.commands.cli import main
 from tests.helpers.pipelines import tiny_c2i_pipeline
 
 

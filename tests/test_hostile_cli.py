@@ -7,7 +7,7 @@ import socket
 import pytest
 from PIL import Image
 
-from mmspec.cli import main
+from mmspec.commands.cli import main
 
 
 def run(capsys, *argv) -> tuple[int, str]:

@@ -9,7 +9,7 @@ import torch
 from PIL import Image
 from transformers import OPTForCausalLM
 
-from mmspec.cli import main
+from mmspec.commands.cli import main
 from mmspec.models.mesh_opt import mesh_opt_config
 from mmspec.pipelines.mesh import MeshPipeline
 

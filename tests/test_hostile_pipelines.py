@@ -239,7 +239,7 @@ class Pickled:
 def test_a_pickled_checkpoint_refusal_does_not_advise_unsafe_loading(tmp_path):
     """The refusal quoted torch's advice ("This file can still be loaded, to do so you have
     two options", with terminal escape codes), which leads to running the file's code."""
-    from mmspec.checkpoint import read_state_dict
+    from mmspec.utils.checkpoint import read_state_dict
 
     path = tmp_path / "ckpt.pt"
     torch.save({"model": {"w": torch.zeros(1)}, "obj": Pickled()}, path)  # a class weights_only does not allow
@@ -264,7 +264,7 @@ def test_shipped_models_load_by_name_from_any_folder(tmp_path, monkeypatch):
 def test_captioner_takes_a_list_of_generators(pipes):
     """The captioner took one generator only; caption i now depends on generator i alone."""
     from mmspec.datasets.shape_captions import load_scenes
-    from mmspec.images import to_pil
+    from mmspec.io.images import to_pil
 
     cap = pipes["captioner"]
     images = to_pil(load_scenes("heldout", 2)[0])
@@ -280,7 +280,7 @@ def test_captioner_takes_a_list_of_generators(pipes):
 def test_captioner_branches_past_the_vocabulary_are_refused(pipes):
     from mmspec.datasets.shape_captions import load_scenes
     from mmspec.decoding.config import DecodingConfig
-    from mmspec.images import to_pil
+    from mmspec.io.images import to_pil
 
     image = to_pil(load_scenes("heldout", 1)[0])[0]
     with pytest.raises(ValueError, match="branches"):

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from mmspec.cli import main
+from mmspec.commands.cli import main
 from tests.helpers.tiny_speech import tiny_speech_pipeline
 
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from mmspec.cli import main
-from mmspec.video_cli import check_scale
+from mmspec.commands.cli import main
+from mmspec.commands.video import check_scale
 from tests.helpers.pipelines import tiny_video_pipeline
 
 

@@ -1,6 +1,6 @@
 from PIL import Image, ImageFont
 
-from mmspec.images import image_grid, label_rows, wrap_to_width
+from mmspec.io.images import image_grid, label_rows, wrap_to_width
 
 
 def test_a_long_label_is_wrapped_to_the_width_and_cut_with_an_ellipsis():

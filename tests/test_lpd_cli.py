@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from mmspec.assets import DEFAULT_ASSETS
-from mmspec.cli import main
+from mmspec.commands.cli import main
 from mmspec.models.lpd import LPD, LPDConfig
 from mmspec.pipelines import load_pipeline
 from mmspec.pipelines.lpd import LPDPipeline

@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers import OPTForCausalLM
 
-from mmspec.cli import main
+from mmspec.commands.cli import main
 from mmspec.models.mesh_opt import mesh_opt_config
 from mmspec.pipelines.mesh import MeshPipeline
 

@@ -80,6 +80,6 @@ def test_installed_generate_runs_from_another_folder(wheel, tmp_path):
     where = run([sys.executable, "-c", "import mmspec; print(mmspec.__file__)"], cwd=elsewhere, env=env).stdout
     assert Path(where.strip()).is_relative_to(site), where  # the installed copy, not this checkout
     out = elsewhere / "grid.png"
-    run([sys.executable, "-m", "mmspec.cli", "generate", "--classes", "0", "--per-class", "1", "--out", str(out)],
+    run([sys.executable, "-m", "mmspec.commands.cli", "generate", "--classes", "0", "--per-class", "1", "--out", str(out)],
         cwd=elsewhere, env=env)
     assert out.stat().st_size > 0

@@ -10,7 +10,7 @@ import mmspec
 from mmspec.core.sampling import SamplingConfig
 from mmspec.metrics.losslessness import all_sequences, chi_square, sequence_counts, sequence_probs
 from mmspec.models.transformers_lm import TransformersLM
-from mmspec.text import generate_text
+from mmspec.pipelines.text import generate_text
 
 EOS = 0
 

@@ -12,9 +12,9 @@ import numpy as np
 import torch
 
 from mmspec.apps.demo import TABLE_HEADERS
-from mmspec.batch import MAX_SEED
+from mmspec.runs.batch import MAX_SEED
 from mmspec.decoding.config import DecodingConfig
-from mmspec.images import commit_heatmap
+from mmspec.io.images import commit_heatmap
 from mmspec.models.musicgen import undelay
 from mmspec.pipelines.pipeline_utils import sampling_config
 

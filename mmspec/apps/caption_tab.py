@@ -19,8 +19,9 @@ import PIL.Image
 import torch
 from transformers.generation.streamers import BaseStreamer
 
-from mmspec.images import to_pil
-from mmspec.pipelines.captioning import CAPTIONER_ASSETS, TEXT_DECODINGS, CaptioningPipeline
+from mmspec.io.images import to_pil
+from mmspec.assets import CAPTIONER_ASSETS
+from mmspec.pipelines.captioning import TEXT_DECODINGS, CaptioningPipeline
 
 MAX_NEW_TOKENS = 96
 MAX_PROMPT_CHARS = 400

@@ -29,10 +29,10 @@ import math
 import gradio as gr
 import torch
 
-from mmspec.batch import MAX_SEED
+from mmspec.runs.batch import MAX_SEED
 from mmspec.decoding.auto import describe_choices
 from mmspec.decoding.config import DECODINGS, DecodingConfig
-from mmspec.images import commit_heatmap
+from mmspec.io.images import commit_heatmap
 from mmspec.pipelines.pipeline_utils import sampling_config
 
 METHODS = [name for name in DECODINGS if name != "ar"]

@@ -8,7 +8,7 @@ import gradio as gr
 import torch
 
 from mmspec.decoding.config import DecodingConfig
-from mmspec.images import commit_heatmap
+from mmspec.io.images import commit_heatmap
 
 RASTER_METHODS = ("ar", "mc-sjd", "zipar+mc-sjd")
 LPD_STEPS = ("20", "32")  # strings: what the radio shows, and what its API advertises and takes

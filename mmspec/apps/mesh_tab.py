@@ -14,8 +14,8 @@ import gradio as gr
 import torch
 
 from mmspec.apps.demo import whole
-from mmspec.batch import MAX_SEED
-from mmspec.mesh_io import is_valid, save_mesh
+from mmspec.runs.batch import MAX_SEED
+from mmspec.io.mesh import is_valid, save_mesh
 from mmspec.pipelines.mesh import MESH_ASSETS, MeshPipeline, mesh_decoding
 
 MESH_METHODS = ["mc-sjd+lookup", "mc-sjd+face-lookup", "lookup", "mc-sjd", "sjd"]

@@ -11,7 +11,7 @@ import torch
 
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.schedules import Frames
-from mmspec.video_io import check_format, frame_heatmaps
+from mmspec.io.video import check_format, frame_heatmaps
 
 # accelerated methods offered, by label: (decoding name, first drafts, frame schedule rows)
 METHODS = {

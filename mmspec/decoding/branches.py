@@ -43,7 +43,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import torch
-import torch.nn.functional as F
 
 from mmspec.core.contracts import CallTree, GuidedLogits
 from mmspec.core.sampling import uniforms

@@ -1,7 +1,7 @@
 """Group-by-group decoding of an LPD model: one forward per group of the order.
 
 Each step samples the queried group from its logits, with LPD's linear guidance schedule
-(`mmspec.models.lpd.linear_guidance`: the scale grows with a token's place in the order)
+(`linear_guidance`: the scale grows with a token's place in the order)
 and the usual temperature / top-k / top-p, every draw from the caller's generator.
 
 Example:
@@ -26,7 +26,12 @@ import torch
 
 from mmspec.core.sampling import SamplingConfig, classifier_free_guidance, sample, transform
 from mmspec.decoding.orders import LocalityOrder
-from mmspec.models.lpd import LPD, linear_guidance
+
+
+def linear_guidance(order_index: torch.Tensor, cells: int, scale: float) -> torch.Tensor:
+    """LPD's linear CFG schedule: the guidance of the token at place `order_index` in the
+    order grows from 1 at the first to `scale` at the end, `1 + (scale - 1) * i / cells`."""
+    return 1 + (scale - 1) * order_index.float() / cells
 
 
 @dataclass(frozen=True)
@@ -84,7 +89,7 @@ def check_guidance_schedule(name: str) -> str:
 
 @torch.no_grad()
 def generate_lpd(
-    model: LPD,
+    model: torch.nn.Module,
     labels: torch.Tensor,
     order: LocalityOrder,
     sampling: SamplingConfig,
@@ -95,6 +100,7 @@ def generate_lpd(
     """Decodes one image per label in `order.steps` forwards.
 
     Args:
+        model: an LPD model (`mmspec.models.lpd.LPD`), whose `start` opens its cached session.
         orders: `[B, T]` raster cells in generation order; by default drawn from `order`
             (its seeds from `generator`). Their group sizes are `order.group_sizes` either way.
         guidance_schedule: "linear" (LPD's) or "constant" (the full scale for every token).

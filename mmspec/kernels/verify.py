@@ -13,11 +13,11 @@ import importlib.util
 
 import torch
 
-from mmspec.core.rules import ExactRule, GSDRule, LanternRule, PCGRule
+from mmspec.core.rules import ExactRule
 from mmspec.core.sampling import SamplingConfig
 from mmspec.kernels.verify_joint import verify_joint
 from mmspec.kernels.verify_reference import verify_reference
-from mmspec.kernels.verify_types import VERIFY_DOC, VerifyOutput
+from mmspec.kernels.verify_types import VERIFY_DOC, VerifyOutput, check_rule
 
 
 @functools.cache
@@ -52,21 +52,6 @@ def check_sampling_inputs(target_probs, target_logits, sampling: SamplingConfig,
         if not bool(allowed.any(-1).all()):
             raise ValueError("allowed must allow at least one token in every [n, s] row")
     return name, target
-
-
-def check_rule(rule, V: int) -> None:
-    if isinstance(rule, LanternRule):
-        if rule.neighbours is None:
-            raise ValueError("bind(embeddings) the LANTERN rule before use")
-        if rule.neighbours.dim() != 2 or rule.neighbours.shape[0] != V:
-            raise ValueError(f"LANTERN neighbour table {tuple(rule.neighbours.shape)} must be [V = {V}, k]; bind the layout's embeddings")
-    if isinstance(rule, PCGRule) and rule.group_of is None:
-        raise ValueError("bind(embeddings) the PCG rule before use")
-    if isinstance(rule, GSDRule):
-        if rule.embeddings is None:
-            raise ValueError("bind(embeddings) the GSD rule before use")
-        if rule.embeddings.dim() != 2 or rule.embeddings.shape[0] != V:
-            raise ValueError(f"GSD embedding table {tuple(rule.embeddings.shape)} must be [V = {V}, E]; bind the layout's embeddings")
 
 
 def check_verify_inputs(name, target, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms, rule, allowed) -> None:

@@ -42,8 +42,7 @@ import triton.language as tl
 
 from mmspec.core.rules import ExactRule, GSDRule, LanternRule
 from mmspec.core.sampling import SamplingConfig
-from mmspec.kernels.verify import check_rule
-from mmspec.kernels.verify_types import VERIFY_DOC, VerifyOutput
+from mmspec.kernels.verify_types import VERIFY_DOC, VerifyOutput, check_rule
 
 MAX_BLOCK_V = 2048  # vocabulary tile; tests lower it to cover several tiles with small V
 RULE_EXACT, RULE_LANTERN, RULE_GSD = 0, 1, 2

@@ -1,10 +1,13 @@
-"""The contract shared by every implementation of `verify`: its result type and docstring."""
+"""The contract shared by every implementation of `verify`: its result type, its docstring
+and the check that a rule is bound to the vocabulary."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import torch
+
+from mmspec.core.rules import GSDRule, LanternRule, PCGRule
 
 
 @dataclass
@@ -91,3 +94,18 @@ VERIFY_DOC = """Verifies N windows of drafts against their target distributions.
         ...        target_logits=logits, sampling=SamplingConfig(temperature=0.0)).tokens.tolist()
         [[0]]
     """
+
+
+def check_rule(rule, V: int) -> None:
+    if isinstance(rule, LanternRule):
+        if rule.neighbours is None:
+            raise ValueError("bind(embeddings) the LANTERN rule before use")
+        if rule.neighbours.dim() != 2 or rule.neighbours.shape[0] != V:
+            raise ValueError(f"LANTERN neighbour table {tuple(rule.neighbours.shape)} must be [V = {V}, k]; bind the layout's embeddings")
+    if isinstance(rule, PCGRule) and rule.group_of is None:
+        raise ValueError("bind(embeddings) the PCG rule before use")
+    if isinstance(rule, GSDRule):
+        if rule.embeddings is None:
+            raise ValueError("bind(embeddings) the GSD rule before use")
+        if rule.embeddings.dim() != 2 or rule.embeddings.shape[0] != V:
+            raise ValueError(f"GSD embedding table {tuple(rule.embeddings.shape)} must be [V = {V}, E]; bind the layout's embeddings")

@@ -17,12 +17,15 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mmspec.checkpoint import DeviceDtypeMixin, JSONConfig, load_into, read_state_dict
+from mmspec.assets import DEFAULT_ASSETS
+from mmspec.utils.checkpoint import DeviceDtypeMixin, JSONConfig, load_into, read_state_dict
+from mmspec.utils.json_files import read_json
 
 
 @dataclass
@@ -107,3 +110,10 @@ def random_blur(images: torch.Tensor, max_sigma: float, generator: torch.Generat
     k2 = (k1[:, :, None] * k1[:, None, :]).repeat_interleave(C, 0)[:, None]  # [B*C, 1, 7, 7]
     x = F.pad(images.reshape(1, B * C, H, W), (3, 3, 3, 3), mode="reflect")
     return F.conv2d(x, k2, groups=B * C).view(B, C, H, W)
+
+
+def load_classifier(root: str | Path = DEFAULT_ASSETS, device: str | torch.device = "cpu") -> ShapesClassifier:
+    """The shipped Shapes classifier alone."""
+    folder = Path(root) / "classifier"
+    config = ClassifierConfig.from_dict(read_json(folder / "config.json", "Shapes classifier"))
+    return ShapesClassifier.from_checkpoint(folder / "model.safetensors", config).to(device)

@@ -21,7 +21,7 @@ import torch
 import trimesh
 from torch import nn
 
-from mmspec.checkpoint import DeviceDtypeMixin, JSONConfig, load_into, read_state_dict
+from mmspec.utils.checkpoint import DeviceDtypeMixin, JSONConfig, load_into, read_state_dict
 
 
 @dataclass

@@ -44,7 +44,7 @@ def evaluate_images(
     if len(images) != len(labels):
         raise ValueError(f"one label per image: got {len(labels)} labels for {len(images)} images")
     if classifier is None:
-        from mmspec.assets import load_classifier
+        from mmspec.metrics.classifier import load_classifier
 
         classifier = load_classifier()
     preds, feats = classify(classifier, images)

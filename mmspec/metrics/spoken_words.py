@@ -21,7 +21,7 @@ import torch
 import torchaudio.transforms as T
 from torch import nn
 
-from mmspec.checkpoint import JSONConfig, load_into, read_state_dict
+from mmspec.utils.checkpoint import JSONConfig, load_into, read_state_dict
 from mmspec.metrics.classifier import conv_bn
 
 

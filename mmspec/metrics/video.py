@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from mmspec.checkpoint import DeviceDtypeMixin, JSONConfig, load_into, read_state_dict
+from mmspec.utils.checkpoint import DeviceDtypeMixin, JSONConfig, load_into, read_state_dict
 from mmspec.metrics.classifier import conv_bn
 
 

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mmspec.checkpoint import DeviceDtypeMixin, JSONConfig, load_into, read_state_dict
+from mmspec.utils.checkpoint import DeviceDtypeMixin, JSONConfig, load_into, read_state_dict
 from mmspec.core.contracts import CallTree, GuidedLogits
 from mmspec.core.layout import TokenLayout
 from mmspec.models.kv_cache import CachedSession, StaticKVCache

@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mmspec.checkpoint import DeviceDtypeMixin, JSONConfig, load_into, read_state_dict
+from mmspec.utils.checkpoint import DeviceDtypeMixin, JSONConfig, load_into, read_state_dict
 from mmspec.core.contracts import GuidedLogits
 from mmspec.core.layout import TokenLayout
 
@@ -283,12 +283,6 @@ class LPDSession:
 
     def __repr__(self) -> str:
         return f"LPDSession(batch_size={self.batch_size}, fed={self.fed}, asked={self.asked}, guided={self.guided})"
-
-
-def linear_guidance(order_index: torch.Tensor, cells: int, scale: float) -> torch.Tensor:
-    """LPD's linear CFG schedule: the guidance of the token at place `order_index` in the
-    order grows from 1 at the first to `scale` at the end, `1 + (scale - 1) * i / cells`."""
-    return 1 + (scale - 1) * order_index.float() / cells
 
 
 def is_lpd_state_dict(state_dict) -> bool:

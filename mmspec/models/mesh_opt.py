@@ -17,14 +17,10 @@ import torch
 from transformers import OPTConfig
 
 from mmspec.core.layout import TokenLayout
-from mmspec.decoding.drafts import Copy, FirstOf, Lookup, Random
 from mmspec.models.transformers_lm import TransformersLM
 from mmspec.tokenizers.mesh import BOS, EOS, LEVELS, PAD, TOKENS_PER_FACE, VOCAB_SIZE
 
 MAX_POSITIONS = 512  # prompt + 48 faces x 9 + <eos> = 435 tokens at most in training
-# face-aware first drafts: an n-gram lookup, else the same slot of the previous face
-# (consecutive faces often share their first vertex), else uniform
-FACE_LOOKUP = FirstOf((Lookup(), Copy("face"), Random()))
 
 
 def mesh_opt_config(num_classes: int, hidden: int = 128, layers: int = 4, heads: int = 2) -> OPTConfig:

@@ -30,7 +30,7 @@ def load_pipeline(path: str | Path, **kwargs):
     """
     import importlib
 
-    from mmspec.pipelines.pipeline_utils import read_json
+    from mmspec.utils.json_files import read_json
 
     from mmspec.assets import SHIPPED_PIPELINES, pipeline_path
 

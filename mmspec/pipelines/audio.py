@@ -25,7 +25,7 @@ import torch
 from diffusers import DiffusionPipeline
 from diffusers.utils import BaseOutput
 
-from mmspec.checkpoint import check_fits_memory, load_into, read_state_dict
+from mmspec.utils.checkpoint import check_fits_memory, load_into, read_state_dict
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.stats import DecodeStats
 from mmspec.metrics.spoken_words import WordClassifier, WordClassifierConfig
@@ -39,12 +39,11 @@ from mmspec.pipelines.pipeline_utils import (
     load_transformers,
     pop_dtype,
     read_index,
-    read_json,
     resolve_sampling,
     sampling_config,
     save_module,
-    write_json,
 )
+from mmspec.utils.json_files import read_json, write_json
 from mmspec.tokenizers.audio_codec import MelCodec
 
 OUTPUT_TYPES = ("pt", "np", "tokens")

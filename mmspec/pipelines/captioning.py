@@ -1,14 +1,15 @@
 """Captioning: image(s) and a prompt in, text out, through a transformers VLM (LLaVA)
-decoded by `mmspec.text.generate_text`.
+decoded by `mmspec.pipelines.text.generate_text`.
 
 The shipped captioner (`mmspec/assets/captioner`, `scripts/train_captioner.py`) is a
 tiny LLaVA trained on Shapes images; any saved `CaptioningPipeline` folder (`model/`,
 `processor/`, `model_index.json`) loads the same way.
 
 Example:
-    >>> from mmspec.pipelines.captioning import CaptioningPipeline, CAPTIONER_ASSETS
+    >>> from mmspec.assets import CAPTIONER_ASSETS
+    >>> from mmspec.pipelines.captioning import CaptioningPipeline
     >>> from mmspec.datasets.shape_captions import load_scenes
-    >>> from mmspec.images import to_pil
+    >>> from mmspec.io.images import to_pil
     >>> pipe = CaptioningPipeline.from_pretrained(CAPTIONER_ASSETS)
     >>> images, scenes = load_scenes("heldout", 1)
     >>> out = pipe(to_pil(images), decoding="mc-sjd+lookup")  # doctest: +SKIP
@@ -28,7 +29,8 @@ from diffusers import DiffusionPipeline
 from diffusers.utils import BaseOutput
 from PIL import Image
 
-from mmspec.checkpoint import check_finite
+from mmspec.assets import CAPTIONER_ASSETS
+from mmspec.utils.checkpoint import check_finite
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.drafts import Lookup
 from mmspec.core.layout import TokenLayout
@@ -39,10 +41,9 @@ from mmspec.pipelines.pipeline_utils import (
     load_transformers,
     pop_dtype,
     read_index,
-    write_json,
 )
+from mmspec.utils.json_files import write_json
 
-CAPTIONER_ASSETS = Path(__file__).resolve().parents[1] / "assets" / "captioner"
 DEFAULT_PROMPT = "describe the picture ."  # when a saved pipeline names none
 # the engine's decodings for text (prompt-lookup: every forward redrafts from the prompt and text)
 TEXT_DECODINGS = ("auto", "ar", "sjd", "mc-sjd", "lookup", "mc-sjd+lookup", "prompt-lookup")
@@ -232,7 +233,7 @@ class CaptioningPipeline(DiffusionPipeline):
             >>> pipe(image, decoding="ar").text  # doctest: +SKIP
             ['a small red circle sits ...']
         """
-        from mmspec.text import generate_text
+        from mmspec.pipelines.text import generate_text
 
         # 1. check_inputs
         images, prompts = self.check_inputs(images, prompt, max_new_tokens, decoding, do_sample, temperature, top_k, top_p)

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from mmspec.assets import DEFAULT_ASSETS
+from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.config import DecodingConfig
 from mmspec.metrics.classifier import ClassifierConfig, ShapesClassifier
 from mmspec.models.llamagen import CaptionCondition, LlamaGenConfig, LlamaGenGPT
@@ -31,8 +34,8 @@ from mmspec.pipelines.pipeline_utils import (
     resolve_sampling,
     sampling_config,
     save_module,
-    write_json,
 )
+from mmspec.utils.json_files import write_json
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
 
 T5_MAX_LENGTH = 120  # the original t2i caption length
@@ -203,7 +206,7 @@ class LlamaGenPipeline(TokenImagePipeline):
     def save_pretrained(self, save_directory: str | Path, **kwargs) -> None:
         """Writes every component (safetensors + JSON config each; the T5 encoder as
         transformers saves it) and `model_index.json`, metadata included, so that
-        `from_pretrained` and `mmspec.assets.load_default` find all they read."""
+        `from_pretrained` and `mmspec.pipelines.llamagen.load_default` find all they read."""
         root = Path(save_directory)
         modules = {"transformer": self.transformer, "vqvae": self.vqvae, "classifier": self.classifier}
         for name, module in modules.items():
@@ -304,3 +307,46 @@ class LlamaGenPipeline(TokenImagePipeline):
         images = None if output_type == "tokens" else self.vqvae.decode(tokens)
         # 6. return
         return self.to_output(images, tokens, stats, output_type, return_dict)
+
+
+@dataclass
+class DefaultModel:
+    """The shipped components and what `model_index.json` says about them.
+
+    Attributes:
+        gpt (`LlamaGenGPT`): the class-conditional generator (c2i).
+        vq (`LlamaGenVQ`): its tokenizer (16x16 codes for 64x64 images).
+        classifier (`ShapesClassifier`): the judge used by `mmspec.metrics.quality`.
+        class_names (`list[str]`): the name of each class label.
+        sampling (`SamplingConfig`): the documented default sampling settings.
+        image_size (`int`): pixels per side.
+    """
+
+    gpt: LlamaGenGPT
+    vq: LlamaGenVQ
+    classifier: ShapesClassifier
+    class_names: list[str]
+    sampling: SamplingConfig
+    image_size: int
+
+
+def load_default(root: str | Path = DEFAULT_ASSETS, device: str | torch.device = "cpu") -> DefaultModel:
+    """Loads the embedded default model (or a folder saved from a pipeline loaded from it).
+
+    Args:
+        root (`str` or `Path`, *optional*): the folder holding `model_index.json` and
+            `transformer/`, `vqvae/`, `classifier/` (defaults to `DEFAULT_ASSETS`).
+        device (`str` or `torch.device`, *optional*, defaults to "cpu"): where to put it.
+    """
+    pipe = LlamaGenPipeline.from_pretrained(root).to(device)
+    if pipe.classifier is None or "image_size" not in pipe.metadata:
+        raise ValueError(f"{root} is a LlamaGen pipeline without the classifier and image size of the default model; "
+                         "run scripts/train_default_model.py")
+    return DefaultModel(
+        gpt=pipe.transformer,
+        vq=pipe.vqvae,
+        classifier=pipe.classifier,
+        class_names=pipe.class_names,
+        sampling=SamplingConfig(**pipe.default_sampling),
+        image_size=int(pipe.metadata["image_size"]),
+    )

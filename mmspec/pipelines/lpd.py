@@ -33,8 +33,8 @@ from mmspec.pipelines.pipeline_utils import (
     resolve_sampling,
     sampling_config,
     save_module,
-    write_json,
 )
+from mmspec.utils.json_files import write_json
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
 
 # LPD's evaluation scripts: linear CFG schedule, temperature 1

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from mmspec.checkpoint import check_finite
+from mmspec.utils.checkpoint import check_finite
 from mmspec.decoding.config import DecodingConfig
 from mmspec.models.chameleon import STYLES, ChameleonCondition, ChameleonImageGenerator, load_chameleon
 from mmspec.pipelines.pipeline_utils import (
@@ -41,8 +41,8 @@ from mmspec.pipelines.pipeline_utils import (
     pop_dtype,
     read_index,
     sampling_config,
-    write_json,
 )
+from mmspec.utils.json_files import write_json
 from mmspec.tokenizers.chameleon_vqgan import ChameleonVQGANDecoder
 
 # Lumina-mGPT's README: `create_logits_processor(cfg=4.0, image_top_k=2000)`, temperature 1.0

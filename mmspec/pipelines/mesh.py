@@ -24,12 +24,13 @@ from diffusers import DiffusionPipeline
 from diffusers.utils import BaseOutput
 
 from mmspec.assets import MESH_ASSETS, pipeline_path  # MESH_ASSETS re-exported: the shipped model
-from mmspec.checkpoint import check_finite
+from mmspec.utils.checkpoint import check_finite
 from mmspec.decoding.config import DRAFTING, DecodingConfig
+from mmspec.decoding.drafts import Copy, FirstOf, Lookup, Random
 from mmspec.decoding.generate import generate
 from mmspec.decoding.stats import DecodeStats
 from mmspec.metrics.mesh_classifier import MeshClassifier, MeshClassifierConfig
-from mmspec.models.mesh_opt import FACE_LOOKUP, MeshXLModel, mesh_prompts
+from mmspec.models.mesh_opt import MeshXLModel, mesh_prompts
 from mmspec.pipelines.pipeline_utils import (
     KV_CACHE_BUDGET_BYTES,
     check_decoding_memory,
@@ -38,16 +39,18 @@ from mmspec.pipelines.pipeline_utils import (
     load_transformers,
     pop_dtype,
     read_index,
-    read_json,
     resolve_sampling,
     sampling_config,
     save_module,
-    write_json,
 )
+from mmspec.utils.json_files import read_json, write_json
 from mmspec.tokenizers.mesh import EOS, PAD, TOKENS_PER_FACE, VOCAB_SIZE, tokens_to_mesh
 
 DEFAULT_MAX_FACES = 48
 # first-draft names a mesh decoding may end in: "mc-sjd+lookup", "sjd+face-lookup"
+# face-aware first drafts: an n-gram lookup, else the same slot of the previous face
+# (consecutive faces often share their first vertex), else uniform
+FACE_LOOKUP = FirstOf((Lookup(), Copy("face"), Random()))
 MESH_DRAFTERS = {"lookup": "lookup", "face-lookup": FACE_LOOKUP}
 INDEX_KEYS = ("_class_name", "model", "classifier", "class_names", "class_token_offset", "default_sampling", "max_faces")
 

@@ -1,6 +1,6 @@
 """Meshes from any causal LM that writes OBJ text (LLaMA-Mesh style), decoded by mmspec.
 
-The model generates text through `mmspec.text.generate_text` (any exact method; n-gram
+The model generates text through `mmspec.pipelines.text.generate_text` (any exact method; n-gram
 lookup drafts suit OBJ text, whose coordinates and face indices repeat), and the text is
 parsed by `mmspec.tokenizers.obj_text.parse_obj`: bad lines are reported, the mesh kept.
 
@@ -20,7 +20,7 @@ import torch
 import trimesh
 
 from mmspec.decoding.stats import DecodeStats
-from mmspec.text import generate_text
+from mmspec.pipelines.text import generate_text
 from mmspec.tokenizers.obj_text import parse_obj
 
 

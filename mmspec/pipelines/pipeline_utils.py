@@ -5,7 +5,6 @@ turning pixels into the requested output."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import pickle
 from collections.abc import Callable
@@ -16,13 +15,14 @@ import numpy as np
 import torch
 from diffusers import DiffusionPipeline
 
-from mmspec.checkpoint import check_finite, check_fits_memory, first_line
+from mmspec.utils.checkpoint import check_finite, check_fits_memory, first_line
+from mmspec.utils.json_files import read_json, write_json
 from mmspec.decoding.config import DecodingConfig
 from mmspec.core.contracts import TokenModel
 from mmspec.core.layout import TokenLayout
 from mmspec.decoding.generate import as_decoding, generate
 from mmspec.core.sampling import SamplingConfig
-from mmspec.images import to_pil
+from mmspec.io.images import to_pil
 from mmspec.pipelines.pipeline_output import ImagePipelineOutput
 
 OUTPUT_TYPES = ("pil", "np", "pt", "tokens")
@@ -36,18 +36,6 @@ MAX_TEMPERATURE = 10.0
 KV_CACHE_BUDGET_BYTES = 8 * 2**30
 # the logits and branch q's one forward may hold: what bounds branches and windows
 FORWARD_BUDGET_BYTES = 8 * 2**30
-
-
-def read_json(path: Path, what: str) -> dict:
-    if not path.is_file():
-        raise ValueError(f"{path} is missing: not a saved {what}")
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path} is not valid JSON ({err})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path} holds a JSON {type(data).__name__}, not an object: not a saved {what}")
-    return data
 
 
 def read_index(root: str | Path, cls: type) -> tuple[Path, dict]:
@@ -137,11 +125,6 @@ def load_transformers(load: Callable, folder: str | Path, **kwargs):
                          "execute code from a checkpoint: re-save it as safetensors") from None
     except (SafetensorError, OSError, RuntimeError) as err:
         raise ValueError(f"cannot load {folder}: {first_line(err)}") from None
-
-
-def write_json(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2) + "\n")
 
 
 def save_module(folder: Path, module: torch.nn.Module, config: dict) -> None:

@@ -31,7 +31,7 @@ from diffusers.utils import BaseOutput
 from mmspec.core.layout import TokenLayout
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.stats import DecodeStats
-from mmspec.images import to_pil, to_uint8
+from mmspec.io.images import to_pil, to_uint8
 from mmspec.metrics.video import VideoClassifier, VideoClassifierConfig
 from mmspec.models.video_llamagen import VideoLlamaGen, VideoLlamaGenConfig
 from mmspec.pipelines.llamagen import LlamaGenPipeline, as_class_labels
@@ -45,10 +45,10 @@ from mmspec.pipelines.pipeline_utils import (
     resolve_sampling,
     sampling_config,
     save_module,
-    write_json,
 )
+from mmspec.utils.json_files import write_json
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
-from mmspec.video_io import save_video
+from mmspec.io.video import save_video
 
 # model_index.json entries the pipeline reads itself; any other is `metadata`
 INDEX_KEYS = ("_class_name", "transformer", "vqvae", "classifier", "class_names", "default_sampling")

@@ -1,6 +1,6 @@
 """Where a run's files may go: every name a file gets from outside (an item id, a class
 name of a saved pipeline) is a plain file name that resolves inside the output folder, or
-the run is refused in one line before any work. Writes are atomic.
+the run is refused in one line before any work.
 
 Example:
     >>> from pathlib import Path
@@ -14,9 +14,7 @@ Example:
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 # a name of one file or folder: never a path (no '/' or '\'), never hidden or '.'/'..'
@@ -54,39 +52,3 @@ def inside(out_dir: Path, relative: str) -> Path:
     if resolved == root or not resolved.is_relative_to(root):
         raise ValueError(f"{relative!r} would be written to {resolved}, outside the output folder {str(out_dir)!r}")
     return path
-
-
-def check_writable(out_dir: Path) -> None:
-    """Proves that `out_dir` can be created (if missing) and written, creating nothing: a
-    file is written and deleted in its nearest existing ancestor."""
-    out_dir = Path(out_dir)
-    existing = next(p for p in (out_dir, *out_dir.absolute().parents) if p.exists())
-    if not existing.is_dir():
-        raise ValueError(f"output directory {str(out_dir)!r} is not writable: {existing} is a file")
-    try:
-        probe = existing / f".write-test-{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as err:
-        raise ValueError(f"output directory {str(out_dir)!r} is not writable: {err.strerror}") from None
-
-
-def temporary_name(path: Path) -> Path:
-    """Where `atomic_write` writes `path` first: `.{name}.{pid}.tmp` beside it."""
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
-
-
-# a temporary file of `atomic_write`: group 1 is the name of the file it was to become
-TEMPORARY = re.compile(r"\.(.+)\.[0-9]+\.tmp")
-
-
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """`write(tmp)` then renames tmp to `path`: readers see the old file or the whole new
-    one. The temporary file never outlives a failure (a killed process leaves it, and the
-    next run of the item deletes it)."""
-    tmp = temporary_name(Path(path))
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)

@@ -37,7 +37,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from mmspec.runs.paths import TEMPORARY, atomic_write, check_writable, file_name, inside
+from mmspec.runs.paths import file_name, inside
+
+from mmspec.io.files import TEMPORARY, atomic_write, check_writable
 
 logger = logging.getLogger(__name__)
 

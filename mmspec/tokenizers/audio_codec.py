@@ -25,7 +25,7 @@ import torchaudio.transforms as T
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from mmspec.checkpoint import JSONConfig
+from mmspec.utils.checkpoint import JSONConfig
 
 LOG_FLOOR = 1e-5  # added to mel power before the log: silence sits at log(1e-5)
 
@@ -144,7 +144,7 @@ class MelCodec(nn.Module):
         return codec
 
     def save_pretrained(self, folder: str | Path) -> None:
-        from mmspec.pipelines.pipeline_utils import write_json
+        from mmspec.utils.json_files import write_json
 
         folder = Path(folder)
         write_json(folder / "config.json", self.config.to_dict())
@@ -152,7 +152,7 @@ class MelCodec(nn.Module):
 
     @classmethod
     def from_pretrained(cls, folder: str | Path) -> "MelCodec":
-        from mmspec.pipelines.pipeline_utils import read_json
+        from mmspec.utils.json_files import read_json
 
         folder = Path(folder)
         config = MelCodecConfig.from_dict(read_json(folder / "config.json", "mel codec"))

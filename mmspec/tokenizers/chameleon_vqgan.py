@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mmspec.checkpoint import DeviceDtypeMixin, JSONConfig, load_into, read_state_dict
+from mmspec.utils.checkpoint import DeviceDtypeMixin, JSONConfig, load_into, read_state_dict
 
 WEIGHTS_NAME, CONFIG_NAME = "model.safetensors", "config.json"
 

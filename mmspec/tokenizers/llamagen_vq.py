@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mmspec.checkpoint import DeviceDtypeMixin, JSONConfig, load_into, read_state_dict
+from mmspec.utils.checkpoint import DeviceDtypeMixin, JSONConfig, load_into, read_state_dict
 
 
 @dataclass

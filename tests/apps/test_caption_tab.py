@@ -8,7 +8,7 @@ gr = pytest.importorskip("gradio", reason="the demo needs the [demo] extra")
 from mmspec.apps import caption_tab  # noqa: E402  (after the skip: it imports gradio)
 from mmspec.apps.demo import TABS  # noqa: E402
 from mmspec.datasets.shape_captions import load_scenes  # noqa: E402
-from mmspec.images import to_pil  # noqa: E402
+from mmspec.io.images import to_pil  # noqa: E402
 from tests.helpers.tiny_captioner import tiny_captioner  # noqa: E402
 
 

@@ -138,7 +138,7 @@ def test_mmspec_demo_serves_a_saved_pipeline_of_every_family(tmp_path, save):
     condition = save(tmp_path / "pipe")
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "GRADIO_ANALYTICS_ENABLED": "False"}
-    server = subprocess.Popen([sys.executable, "-m", "mmspec.cli", "demo", "--pipeline", str(tmp_path / "pipe"), "--port", str(port)],
+    server = subprocess.Popen([sys.executable, "-m", "mmspec.commands.cli", "demo", "--pipeline", str(tmp_path / "pipe"), "--port", str(port)],
                               env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         c = client(f"http://127.0.0.1:{port}/", timeout=180)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mmspec.assets import load_default
+from mmspec.pipelines.llamagen import load_default
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.generate import generate

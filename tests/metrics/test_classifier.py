@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from mmspec.assets import load_classifier
+from mmspec.metrics.classifier import load_classifier
 from mmspec.datasets.shapes import load_split
 from mmspec.metrics.classifier import classify
 from mmspec.metrics.quality import evaluate_images

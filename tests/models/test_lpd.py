@@ -7,7 +7,8 @@ import torch
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.lpd import generate_lpd
 from mmspec.decoding.orders import LocalityOrder
-from mmspec.models.lpd import LPD, LPDConfig, group_mask, linear_guidance
+from mmspec.decoding.lpd import linear_guidance
+from mmspec.models.lpd import LPD, LPDConfig, group_mask
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "lpd"
 

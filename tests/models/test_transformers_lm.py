@@ -7,7 +7,7 @@ import torch
 import transformers as tf
 
 from mmspec.models.transformers_lm import TransformersLM
-from mmspec.text import generate_text
+from mmspec.pipelines.text import generate_text
 
 V = 96
 TEXT = dict(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,

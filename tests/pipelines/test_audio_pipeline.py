@@ -9,8 +9,8 @@ import torch
 import transformers as tf
 
 from mmspec import SamplingConfig, generate
-from mmspec.audio import check_wav_path, read_wav, write_wav
-from mmspec.cli import main
+from mmspec.io.audio import check_wav_path, read_wav, write_wav
+from mmspec.commands.cli import main
 from mmspec.core.contracts import GuidedLogits
 from mmspec.core.sampling import target_probs
 from mmspec.decoding import jacobi

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from mmspec.datasets.shape_captions import load_scenes
-from mmspec.images import to_pil
+from mmspec.io.images import to_pil
 from mmspec.pipelines import load_pipeline
 from mmspec.pipelines.captioning import TEXT_DECODINGS, CaptioningPipeline
 from tests.helpers.tiny_captioner import tiny_captioner

@@ -6,7 +6,9 @@ import torch
 from PIL import Image
 from safetensors.torch import save_file
 
-from mmspec.assets import DEFAULT_ASSETS, load_default
+from mmspec.assets import DEFAULT_ASSETS
+
+from mmspec.pipelines.llamagen import load_default
 from mmspec.decoding.config import DecodingConfig
 from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
 from mmspec.pipelines import load_pipeline

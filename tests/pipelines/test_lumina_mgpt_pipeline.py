@@ -120,7 +120,7 @@ def test_bad_folders_are_one_line_errors(tmp_path):
 
 
 def test_cli_generates_a_grid_from_a_saved_lumina_folder(pipe, tmp_path, capsys):
-    from mmspec.cli import main
+    from mmspec.commands.cli import main
 
     pipe.save_pretrained(tmp_path / "lumina")
     out = tmp_path / "grid.png"
@@ -132,7 +132,7 @@ def test_cli_generates_a_grid_from_a_saved_lumina_folder(pipe, tmp_path, capsys)
 
 
 def test_cli_batch_writes_one_image_per_prompt(pipe, tmp_path, capsys):
-    from mmspec.cli import main
+    from mmspec.commands.cli import main
 
     pipe.save_pretrained(tmp_path / "lumina")
     prompts = tmp_path / "prompts.txt"

@@ -4,7 +4,7 @@ import trimesh
 from transformers import OPTConfig, OPTForCausalLM
 
 from mmspec.decoding.config import DecodingConfig
-from mmspec.mesh_io import save_mesh, save_preview
+from mmspec.io.mesh import save_mesh, save_preview
 from mmspec.models.mesh_opt import mesh_layout, mesh_opt_config
 from mmspec.pipelines import load_pipeline
 from mmspec.pipelines.mesh import MeshPipeline

@@ -115,7 +115,7 @@ def test_video_formats_without_an_encoder_are_one_line_errors(pipe, tmp_path, mo
 
 def run_cli(capsys, *args):
     """`mmspec video ...` in this process: (exit status, stdout, stderr)."""
-    from mmspec.cli import main
+    from mmspec.commands.cli import main
 
     code = main(["video", *args])
     captured = capsys.readouterr()

@@ -1,6 +1,8 @@
 import pytest
 
-from mmspec.runs.paths import atomic_write, class_file_name, file_name, inside
+from mmspec.runs.paths import class_file_name, file_name, inside
+
+from mmspec.io.files import atomic_write
 
 
 @pytest.mark.parametrize("name", ["../x", "/abs", "a/b", "a\\b", "", ".", "..", ".hidden", "*", "x" * 129, 7, None])

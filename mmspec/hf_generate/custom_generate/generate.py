@@ -4,7 +4,7 @@
                    decoding="mc-sjd+lookup", max_new_tokens=64)
 """
 
-from mmspec.text import generate_from_transformers
+from mmspec.pipelines.text import generate_from_transformers
 
 
 def generate(model, **kwargs):

@@ -22,7 +22,11 @@ from pathlib import Path
 
 import torch
 
-from mmspec.runs.paths import atomic_write, check_writable, class_file_name, file_name
+from mmspec.assets import MESH_ASSETS
+from mmspec.commands.common import add_pipeline, positive_int, seed_number
+from mmspec.runs.paths import class_file_name, file_name
+
+from mmspec.io.files import atomic_write, check_writable
 
 FORMATS = ("glb", "obj", "ply")
 PREVIEW = "meshes/{id}.png"
@@ -32,9 +36,7 @@ GRID_COLUMNS = 16  # previews a row of the grid at most; a class with more takes
 EARLIER_RECORDS = "records.jsonl"
 
 
-def add_parser(sub, add_pipeline, positive_int, seed_number) -> None:
-    from mmspec.assets import MESH_ASSETS
-
+def add_parser(sub) -> None:
     m = sub.add_parser("mesh", help="generate meshes (.glb/.obj/.ply + PNG previews) per class, or a resumable batch from a file")
     add_pipeline(m)
     m.set_defaults(pipeline=str(MESH_ASSETS))
@@ -51,6 +53,7 @@ def add_parser(sub, add_pipeline, positive_int, seed_number) -> None:
     m.add_argument("--format", nargs="+", choices=FORMATS, default=["glb"], help="mesh file formats (default glb)")
     m.add_argument("--out-dir", default="outputs/meshes", help="output directory (default outputs/meshes)")
     m.add_argument("--restart", action="store_true", help="delete an earlier run's results in --out-dir and start over")
+    m.set_defaults(run=run)
 
 
 def read_items(path: str, class_names: list[str]) -> list[tuple[str, str]]:
@@ -92,7 +95,7 @@ def class_name(value: str, class_names: list[str]) -> str:
 def run(args) -> None:
     """The verb: flags and output checked first, then the model, then the run (every file
     name, the bounds, the folder's earlier run), then one mesh at a time."""
-    from mmspec.mesh_io import is_valid, render_preview, save_mesh
+    from mmspec.io.mesh import is_valid, render_preview, save_mesh
     from mmspec.pipelines.mesh import MeshPipeline, mesh_decoding
     from mmspec.pipelines.pipeline_utils import sampling_config
     from mmspec.runs.runner import Run, RunItem
@@ -161,7 +164,7 @@ def write_grid(run) -> None:
     invocation's), one labelled row per class in the run's order, `GRID_COLUMNS` at most a row."""
     from PIL import Image
 
-    from mmspec.images import image_grid, label_rows
+    from mmspec.io.images import image_grid, label_rows
 
     by_class: dict[str, list] = {}
     for item, _ in run.finished():

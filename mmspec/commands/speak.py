@@ -1,68 +1,21 @@
-"""Audio files and runs of the speech pipeline: WAV writing (the stdlib `wave` module,
-16-bit PCM), a checked output path, and resumable batches (one WAV per line of a words
-file, a record per clip, as `mmspec.batch` does for images).
-
-Example:
-    >>> from mmspec.audio import write_wav
-    >>> write_wav("outputs/seven.wav", out.audios[0], out.sample_rate)  # doctest: +SKIP
-"""
+"""`mmspec speak`: one WAV of the speech pipeline, or a resumable batch (one WAV per line
+of a words file, a record per clip, as `mmspec.runs.batch` does for images)."""
 
 from __future__ import annotations
 
 import time
-import wave
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from mmspec.batch import Item, start_run
-from mmspec.runs.paths import atomic_write, check_writable
+from mmspec.assets import SPEECH_ASSETS
+from mmspec.commands.common import add_decoding, add_method, add_pipeline, decoding_configs, load, sampling_kwargs
+from mmspec.io.audio import check_wav_path, write_wav
+from mmspec.io.files import check_writable
+from mmspec.runs.batch import Item, start_run
 
 AUDIO = "audio/{id}.wav"
-
-
-def check_wav_path(path: str | Path, overwrite: bool = True) -> Path:
-    """`path` as a writable `.wav` file path, or a one-line `ValueError` saying why not."""
-    path = Path(path)
-    if path.suffix.lower() != ".wav":
-        raise ValueError(f"audio path {str(path)!r} must name a .wav file")
-    if path.is_dir():
-        raise ValueError(f"audio path {str(path)!r} is a folder; give a file path such as {str(path / 'speech.wav')!r}")
-    if path.exists() and not overwrite:
-        raise ValueError(f"audio path {str(path)!r} exists; pass --overwrite to replace it, or choose another path")
-    try:
-        check_writable(path.parent)
-    except ValueError as err:
-        raise ValueError(f"audio path {str(path)!r} cannot be written: {err}") from None
-    return path
-
-
-def write_wav(path: str | Path, audio: torch.Tensor | np.ndarray, sample_rate: int) -> Path:
-    """Writes mono `audio [samples]` in [-1, 1] as 16-bit PCM, atomically."""
-    path = check_wav_path(path)
-    samples = np.asarray(torch.as_tensor(audio).detach().float().cpu().reshape(-1).clamp(-1, 1) * 32767, dtype="<i2")
-    path.parent.mkdir(parents=True, exist_ok=True)
-
-    def write(tmp: Path) -> None:
-        with wave.open(str(tmp), "wb") as f:
-            f.setnchannels(1)
-            f.setsampwidth(2)
-            f.setframerate(int(sample_rate))
-            f.writeframes(samples.tobytes())
-
-    atomic_write(path, write)
-    return path
-
-
-def read_wav(path: str | Path) -> tuple[torch.Tensor, int]:
-    """A 16-bit mono WAV as float `[samples]` in [-1, 1], and its sample rate."""
-    with wave.open(str(path), "rb") as f:
-        if f.getsampwidth() != 2 or f.getnchannels() != 1:
-            raise ValueError(f"{path} is not 16-bit mono PCM")
-        pcm = np.frombuffer(f.readframes(f.getnframes()), dtype="<i2")
-        return torch.from_numpy(pcm.astype(np.float32) / 32768.0), f.getframerate()
 
 
 def run_audio_batch(
@@ -108,8 +61,7 @@ def run_audio_batch(
 def speak_command(args) -> None:
     """`mmspec speak`: words said one after another into one WAV (`--out`), or a words file
     (`--prompts`, one word per line) into a resumable batch folder (`--out-dir`)."""
-    from mmspec.batch import read_items, write_manifest
-    from mmspec.cli import decoding_configs, load, sampling_kwargs
+    from mmspec.runs.batch import read_items, write_manifest
 
     if bool(args.words) == bool(args.prompts):
         raise ValueError("give words to say (mmspec speak seven three --out ...) or --prompts FILE, not both or neither")
@@ -141,3 +93,19 @@ def speak_command(args) -> None:
     print(f"decoding: {config.describe()} ({'exact' if all(s.exact for s in out.stats) else 'relaxed'}): "
           f"{sum(forwards) / len(forwards):.1f} forward passes per word (AR needs {out.tokens.shape[1]}), "
           f"{out.stats[0].wall_time_s:.2f} s")
+
+
+def add_parser(sub) -> None:
+    s = sub.add_parser("speak", help="say words with the speech model into a WAV, or a words file into a resumable batch")
+    add_pipeline(s)
+    s.set_defaults(pipeline=str(SPEECH_ASSETS))
+    add_method(s)
+    add_decoding(s)
+    s.add_argument("words", nargs="*", help="words to say, one after another (seven three ...)")
+    s.add_argument("--duration", type=float, help="seconds per word (default: the model's clip length)")
+    s.add_argument("--out", default="outputs/speech.wav", help="output WAV for words (default outputs/speech.wav)")
+    s.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    s.add_argument("--prompts", help="batch: a text file of words, one per line (or .jsonl with prompt and id)")
+    s.add_argument("--out-dir", default="outputs/speech-batch", help="batch output: audio/, records/, run.json, manifest.jsonl")
+    s.add_argument("--restart", action="store_true", help="with --prompts: delete an earlier run's results in --out-dir and start over")
+    s.set_defaults(run=speak_command)

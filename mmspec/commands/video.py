@@ -25,15 +25,22 @@ from pathlib import Path
 import torch
 
 from mmspec.assets import VIDEO_ASSETS
-from mmspec.batch import item_seed, read_items
-from mmspec.runs.paths import atomic_write, check_writable, class_file_name, inside
+from mmspec.runs.batch import item_seed, read_items
+from mmspec.runs.paths import class_file_name, inside
+from mmspec.io.files import atomic_write, check_writable
 from mmspec.runs.runner import Run, RunItem
-from mmspec.video_io import VIDEO_FORMATS, check_format
+from mmspec.io.video import VIDEO_FORMATS, check_format
 
 # a video's upscaled frames are held in memory at once before they are encoded
 MAX_VIDEO_BYTES = 2**30
 # wider frames than this are no preview of a 32-pixel model, and slow every encoder
 MAX_FRAME_SIDE = 4096
+
+
+def add_parser(sub) -> None:
+    v = sub.add_parser("video", help="generate videos (GIF or MP4) from a video pipeline, per class or as a resumable batch")
+    add_video_arguments(v)
+    v.set_defaults(run=run)
 
 
 def add_video_arguments(p: argparse.ArgumentParser) -> None:

@@ -26,7 +26,7 @@ from mmspec.decoding.schedules import Raster
 from mmspec.decoding.stats import DecodeStats
 from mmspec.models.transformers_lm import VISION_INPUTS, TransformersLM
 
-CUSTOM_GENERATE = str(Path(__file__).parent / "hf_generate")
+CUSTOM_GENERATE = str(Path(__file__).parents[1] / "hf_generate")
 SETTINGS = ("max_new_tokens", "max_length", "min_new_tokens", "do_sample", "temperature", "top_k", "top_p",
             "repetition_penalty", "no_repeat_ngram_size", "eos_token_id", "pad_token_id")
 # transformers settings that change what is sampled and that mmspec does not implement: refused

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from mmspec.images import commit_heatmap
+from mmspec.io.images import commit_heatmap
 
 VIDEO_FORMATS = {"gif": "Pillow", "mp4": "PyAV"}
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from PIL import Image, ImageDraw
 
-from mmspec.batch import atomic_write
+from mmspec.io.files import atomic_write
 from mmspec.decoding.auto import describe_choices, merge_choices
 from mmspec.decoding.config import DecodingConfig
 from mmspec.metrics.quality import evaluate_images

@@ -20,8 +20,8 @@ import numpy as np
 import trimesh
 from PIL import Image
 
-from mmspec.batch import atomic_write
-from mmspec.images import image_grid, label_rows
+from mmspec.io.files import atomic_write
+from mmspec.io.images import image_grid, label_rows
 
 MESH_FORMATS = (".obj", ".glb", ".ply")
 LIGHT = np.array([0.4, 0.5, 0.75]) / np.linalg.norm([0.4, 0.5, 0.75])

@@ -24,7 +24,8 @@ from pathlib import Path
 import torch
 
 from mmspec.decoding.config import DecodingConfig
-from mmspec.runs.paths import FILE_NAME, atomic_write, check_writable, file_name  # noqa: F401 (atomic_write, check_writable: re-exported)
+from mmspec.runs.paths import FILE_NAME, file_name
+from mmspec.io.files import atomic_write
 from mmspec.runs.runner import Run, RunItem, clear_run, recorded_run
 
 # an item id names its files (`images/{id}.png`, `records/{id}.json`): a plain file name,

@@ -18,8 +18,11 @@ from pathlib import Path
 import torch
 from PIL import Image, UnidentifiedImageError
 
-from mmspec.batch import item_seed
-from mmspec.runs.paths import FILE_NAME, check_writable
+from mmspec.assets import CAPTIONER_ASSETS
+from mmspec.commands.common import load, positive_int, seed_number
+from mmspec.runs.batch import item_seed
+from mmspec.runs.paths import FILE_NAME
+from mmspec.io.files import check_writable
 from mmspec.runs.runner import Run, RunItem, sha256_of
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif")
@@ -152,9 +155,9 @@ def call_kwargs_from(args) -> dict:
     return kwargs if args.prompt is None else {"prompt": args.prompt, **kwargs}
 
 
-def caption_command(args, load: Callable) -> None:
+def caption_command(args) -> None:
     """`mmspec caption IMAGE...`: prints `file: caption` lines, or with `--out` runs a
-    resumable batch. `load(args)` loads the pipeline, after every flag and file is checked."""
+    resumable batch. The pipeline loads after every flag and file is checked."""
     from tqdm import tqdm
 
     call_kwargs = call_kwargs_from(args)
@@ -182,3 +185,24 @@ def caption_command(args, load: Callable) -> None:
     for bar in bars:
         bar.close()
     print(f"captioned {len(items)} images; manifest: {manifest}")
+
+
+def add_parser(sub) -> None:
+    c = sub.add_parser("caption", help="caption image files or folders of them; with --out, a resumable batch")
+    c.add_argument("images", nargs="+", help="image files, or folders of them")
+    c.add_argument("--pipeline", default=str(CAPTIONER_ASSETS),
+                   help="saved captioning pipeline directory, or captioner (default: the shipped captioner)")
+    c.add_argument("--threads", type=positive_int, help="torch CPU threads, >= 1 (default: torch's choice)")
+    c.add_argument("--prompt", help="the instruction after the image (default: the pipeline's)")
+    c.add_argument("--decoding", default="prompt-lookup",
+                   help="ar, sjd, mc-sjd, lookup, mc-sjd+lookup or prompt-lookup (default prompt-lookup)")
+    c.add_argument("--max-new-tokens", type=positive_int, default=64, help="tokens per caption at most (default 64)")
+    c.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
+    c.add_argument("--temperature", type=float, help="sampling temperature (with --sample)")
+    c.add_argument("--top-k", type=int, help="top-k filter, 0 = off (with --sample)")
+    c.add_argument("--top-p", type=float, help="nucleus filter in (0, 1] (with --sample)")
+    c.add_argument("--seed", type=seed_number, default=0, help="random seed, 0 to 2**63 - 1 (default 0)")
+    c.add_argument("--batch-size", type=positive_int, default=8, help="images per forward batch (default 8)")
+    c.add_argument("--out", help="output directory for a resumable batch: records/, run.json, manifest.jsonl")
+    c.add_argument("--restart", action="store_true", help="with --out: delete an earlier run's results there and start over")
+    c.set_defaults(run=caption_command)

@@ -1,0 +1,45 @@
+"""The `mmspec` command line: one parser, a module per verb under `mmspec.commands`.
+
+Every verb works on a saved pipeline directory (`--pipeline`, a shipped model by default).
+A user error prints one line and exits with status 2, before any work.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from mmspec.commands import batch, bench, caption, demo, generate, mesh, speak, video
+from mmspec.commands.common import OneLineParser, UserError, decoding_configs, sampling_kwargs
+
+VERBS = (generate, bench, batch, caption, mesh, speak, video, demo)
+
+
+def build_parser() -> OneLineParser:
+    parser = OneLineParser(prog="mmspec", description="Parallel decoding for autoregressive generators.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for verb in VERBS:
+        verb.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exit:  # --help, or a bad flag already reported in one line
+        return exit.code
+    try:
+        if args.command not in ("demo", "caption", "mesh", "video"):  # bad flags fail before any loading (these check their own)
+            decoding_configs(args)
+            sampling_kwargs(args)
+        args.run(args)
+    except (UserError, ValueError) as err:
+        message = " ".join(str(err).split())  # one line, even for a library's multi-line message
+        print(f"mmspec {args.command}: error: {message}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,233 @@
+"""What every `mmspec` verb shares: the one-line user error, the flag types, the argument
+groups, the checks of the output destination and of a pipeline's family, and loading.
+
+Every verb works on a saved pipeline directory (`--pipeline`, a shipped model by default).
+A user error prints one line and exits with status 2, before any work: flags are checked
+first, then the output destination, then what depends on the loaded model.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+
+from mmspec.assets import DEFAULT_ASSETS
+
+AR_BASELINE = "ar"
+DEFAULT_DECODING = "auto"
+
+
+class UserError(Exception):
+    """A mistake in the command line or its inputs: reported in one line, exit status 2."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with its errors on one line like every other mmspec error (no usage dump)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return value
+
+
+def port_number(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number from 1 to 65535, got {text!r}")
+    return value
+
+
+def seed_number(text: str) -> int:
+    from mmspec.runs.batch import MAX_SEED
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to {MAX_SEED}, got {text!r}")
+    return value
+
+
+# --- settings shared by every verb --------------------------------------------------------
+
+
+def decoding_configs(args, default: str = DEFAULT_DECODING) -> list:
+    """Every decoding a verb runs (bench: `--methods`, others: `--decoding`), each with the
+    same `--window`, `--zipar-window`, `--init`, `--branches` and `--step-test`."""
+    from mmspec.decoding.config import DecodingConfig
+
+    names = args.methods if args.command == "bench" else [args.decoding or default]
+    # LPD pipelines name their own decodings (lpd-20, ...); the pipeline checks those
+    return [n if n.startswith("lpd") else DecodingConfig.from_name(n, window=args.window, zipar_window=args.zipar_window, init=args.init,
+                                                                    branches=args.branches, step_test=args.step_test, cost=args.cost)
+            for n in names]
+
+
+def sampling_kwargs(args) -> dict:
+    """The sampling flags that were given, checked (finite, in range) before any loading."""
+    from mmspec.pipelines.pipeline_utils import sampling_config
+
+    chosen = dict(guidance_scale=args.guidance_scale, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
+    chosen = {k: v for k, v in chosen.items() if v is not None}
+    sampling_config({}, **chosen)
+    return chosen
+
+
+# the pipeline classes each verb runs (the demo takes every family), and the verb of each family
+IMAGE_PIPELINES = ("LlamaGenPipeline", "LPDPipeline", "Emu3Pipeline", "JanusPipeline", "LuminaMGPTPipeline")
+VERB_PIPELINES = {"generate": IMAGE_PIPELINES, "bench": IMAGE_PIPELINES, "batch": IMAGE_PIPELINES,
+                  "caption": ("CaptioningPipeline",), "speak": ("SpeechPipeline",)}
+FAMILY_VERBS = {**{name: "generate" for name in IMAGE_PIPELINES}, "CaptioningPipeline": "caption", "MeshPipeline": "mesh",
+                "SpeechPipeline": "speak", "VideoPipeline": "video"}
+
+
+def check_family(command: str, pipeline: str) -> None:
+    """Refuses, before loading, a pipeline folder of a family the verb does not run, naming
+    the verb that does (`generate` on the video model: use `mmspec video`)."""
+    from mmspec.assets import pipeline_path
+    from mmspec.utils.json_files import read_json
+
+    accepted = VERB_PIPELINES.get(command)
+    root = pipeline_path(pipeline)
+    if accepted is None or not root.is_dir():
+        return  # load_pipeline says what is wrong with a path that is not a pipeline
+    name = read_json(root / "model_index.json", "pipeline").get("_class_name")
+    if name in FAMILY_VERBS and name not in accepted:
+        raise UserError(f"--pipeline {pipeline} holds a {name}, which `mmspec {command}` does not run (it takes "
+                        f"{', '.join(accepted)}); use `mmspec {FAMILY_VERBS[name]} --pipeline {pipeline}`")
+
+
+def load(args):
+    from mmspec.pipelines import load_pipeline
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    check_family(args.command, args.pipeline)
+    try:
+        pipe = load_pipeline(args.pipeline)
+    except OSError as err:
+        raise UserError(f"cannot load the pipeline in {args.pipeline}: {err}") from None
+    pipe.set_progress_bar_config(desc="decoding", unit="tok", leave=False)
+    return pipe
+
+
+def checked_decodings(args, pipe) -> list:
+    """`decoding_configs`, each checked against the model (a window longer than its sequence...);
+    without `--decoding`, the pipeline's default (LPD's lpd-20, the others' auto)."""
+    return [pipe.check_decoding(config) for config in decoding_configs(args, pipe.default_decoding)]
+
+
+def conditions(args, pipe) -> tuple[list[dict], list[str]]:
+    """One pipeline-call condition per grid row, and the rows' names; `--per-class` checked
+    against the images the model decodes in one call."""
+    if args.per_class > pipe.max_images_per_call:
+        raise UserError(f"--per-class {args.per_class} is more than the {pipe.max_images_per_call} images one call of this model "
+                        "may decode (what its key-value cache budget holds); use `mmspec batch` for large runs")
+    if pipe.condition_kind == "class":
+        if args.prompt:
+            raise UserError("this pipeline is class-conditional: use --classes, not --prompt")
+        n = len(pipe.class_names)
+        classes = list(range(n)) if args.classes is None else [class_index(c, pipe.class_names) for c in args.classes]
+        if not classes:
+            raise UserError(f"--classes must be one or more class names or labels in [0, {n})")
+        if len(set(classes)) != len(classes):
+            raise UserError(f"--classes lists a class twice ({classes}); each class is one row, --per-class sets its images")
+        return [{"class_labels": [c]} for c in classes], [pipe.class_names[c] for c in classes]
+    if args.classes is not None:
+        raise UserError("this pipeline is text-conditional: use --prompt, not --classes")
+    if not args.prompt:
+        raise UserError("--prompt is required for a text-conditional pipeline")
+    return [{"prompt": [p]} for p in args.prompt], list(args.prompt)
+
+
+def class_index(text: str, class_names: list[str]) -> int:
+    """A `--classes` entry: a class name ("circle") or a label ("0")."""
+    if text in class_names:
+        return class_names.index(text)
+    if text.strip().isdigit() and int(text) < len(class_names):
+        return int(text)
+    raise UserError(f"--classes {text!r} is neither a class name ({', '.join(class_names)}) nor a label in [0, {len(class_names)})")
+
+
+# --- output destinations, checked before any work ----------------------------------------
+
+
+def check_new_file(path: Path, overwrite: bool) -> None:
+    """`path` can be written: not a folder, not an existing file (unless `overwrite`), in a
+    writable folder."""
+    from mmspec.io.files import check_writable
+
+    if path.is_dir():
+        raise UserError(f"output {str(path)!r} is a folder; give a file path such as {str(path / 'grid.png')!r}")
+    if path.exists() and not overwrite:
+        raise UserError(f"output {str(path)!r} exists; pass --overwrite to replace it, or choose another path")
+    check_writable(path.parent)
+
+
+def check_out_dir(out_dir: Path, files: tuple[Path, ...], overwrite: bool) -> None:
+    from mmspec.io.files import check_writable
+
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"output directory {str(out_dir)!r} is a file")
+    check_writable(out_dir)
+    existing = [f.name for f in files if f.exists()]
+    if existing and not overwrite:
+        raise UserError(f"{out_dir} already holds {', '.join(existing)}; pass --overwrite to replace them, or choose another --out-dir")
+
+
+# --- the verbs ---------------------------------------------------------------------------
+
+
+def add_pipeline(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pipeline", default=str(DEFAULT_ASSETS),
+                   help="saved pipeline directory, or a shipped model's name: default, lpd, video, mesh, speech, captioner "
+                        "(default: the shipped image model)")
+    p.add_argument("--threads", type=positive_int, help="torch CPU threads, >= 1 (default: torch's choice)")
+
+
+def add_decoding(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--window", type=int, help="Jacobi draft window L, at most the sequence length (default 16; auto: chosen)")
+    p.add_argument("--zipar-window", type=int, default=8, help="ZipAR: open a row when the row above has this many tokens (default 8)")
+    p.add_argument("--init",
+                   help="first drafts: random, left, above, previous-frame, lookup, or several joined by + (lookup+above); "
+                        "default random (auto: chosen)")
+    p.add_argument("--branches", type=int,
+                   help="Jacobi methods: candidates per codebook beside each of the 4 leading drafts, verified under tree attention "
+                        "(exact; more forward work, fewer forwards); default 0, none (auto: chosen on CUDA)")
+    p.add_argument("--cost", choices=("cached", "refresh", "off"), default="cached",
+                   help="auto's cost curve of the forward: cached (measured once per model, device and threads; default), "
+                        "refresh (measure again) or off (choose by forwards alone)")
+    p.add_argument("--step-test", default="per-token",
+                   help="exact test of a step of several tokens (audio codebooks): per-token (default), joint (the step as one "
+                        "token), or codebook groups such as 0+123")
+    p.add_argument("--guidance-scale", type=float, help="classifier-free guidance scale (default: the pipeline's)")
+    p.add_argument("--temperature", type=float, help="sampling temperature, 0 = greedy (default: the pipeline's)")
+    p.add_argument("--top-k", type=int, help="top-k filter, 0 = off (default: the pipeline's)")
+    p.add_argument("--top-p", type=float, help="nucleus filter in (0, 1] (default: the pipeline's)")
+    p.add_argument("--seed", type=seed_number, default=0, help="random seed, 0 to 2**63 - 1 (default 0)")
+
+
+def add_method(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--decoding",
+                   help="decoding method: auto, ar, sjd, mc-sjd, sjd+lantern, mc-sjd+gsd, zipar, zipar+mc-sjd, ...; lpd-20 or "
+                        "lpd-32 for an LPD pipeline (default: auto, hardware-aware exact decoding; lpd-20 for LPD)")
+
+
+def add_condition(p: argparse.ArgumentParser, per_class: int) -> None:
+    p.add_argument("--classes", nargs="*", help="class names or labels, one row each (class pipelines; default: all)")
+    p.add_argument("--prompt", nargs="*", help="prompts, one row each (prompt pipelines)")
+    p.add_argument("--per-class", type=positive_int, default=per_class, help=f"images per class or prompt (default {per_class})")

@@ -1,0 +1,45 @@
+"""Files written so that nothing is lost: a check that a folder can be written before any
+work, and atomic writes (a reader sees the old file or the whole new one)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+
+def check_writable(out_dir: Path) -> None:
+    """Proves that `out_dir` can be created (if missing) and written, creating nothing: a
+    file is written and deleted in its nearest existing ancestor."""
+    out_dir = Path(out_dir)
+    existing = next(p for p in (out_dir, *out_dir.absolute().parents) if p.exists())
+    if not existing.is_dir():
+        raise ValueError(f"output directory {str(out_dir)!r} is not writable: {existing} is a file")
+    try:
+        probe = existing / f".write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise ValueError(f"output directory {str(out_dir)!r} is not writable: {err.strerror}") from None
+
+
+def temporary_name(path: Path) -> Path:
+    """Where `atomic_write` writes `path` first: `.{name}.{pid}.tmp` beside it."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+# a temporary file of `atomic_write`: group 1 is the name of the file it was to become
+TEMPORARY = re.compile(r"\.(.+)\.[0-9]+\.tmp")
+
+
+def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    """`write(tmp)` then renames tmp to `path`: readers see the old file or the whole new
+    one. The temporary file never outlives a failure (a killed process leaves it, and the
+    next run of the item deletes it)."""
+    tmp = temporary_name(Path(path))
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
