@@ -56,13 +56,6 @@ def _shape(name: str, rng: np.random.Generator) -> trimesh.Trimesh:
     raise ValueError(f"unknown mesh class {name!r}; choose from {', '.join(CLASS_NAMES)}")
 
 
-def class_index(name: str) -> int:
-    """The label of a class name, with a one-line error for an unknown one."""
-    if name not in CLASS_NAMES:
-        raise ValueError(f"unknown mesh class {name!r}; choose from {', '.join(CLASS_NAMES)}")
-    return CLASS_NAMES.index(name)
-
-
 def sample_mesh(label: int, rng: np.random.Generator) -> trimesh.Trimesh:
     """A random mesh of class `label`, main axis along x, y or z, in the [-1, 1] cube."""
     mesh = _shape(CLASS_NAMES[label], rng)

@@ -38,7 +38,6 @@ from mmspec.pipelines.pipeline_utils import (
 from mmspec.utils.json_files import write_json
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
 
-T5_MAX_LENGTH = 120  # the original t2i caption length
 # LlamaGen's sampling scripts: CFG 4, top-k 2000
 FAMILY_SAMPLING = dict(guidance_scale=4.0, top_k=2000)
 # model_index.json entries the pipeline reads itself; any other is `metadata`
