@@ -3,7 +3,6 @@ of a words file, a record per clip, as `mmspec.runs.batch` does for images)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from mmspec.assets import SPEECH_ASSETS
 from mmspec.commands.common import add_decoding, add_method, add_pipeline, decoding_configs, load, sampling_kwargs
 from mmspec.io.audio import check_wav_path, write_wav
 from mmspec.io.files import check_writable
-from mmspec.runs.batch import Item, start_run
+from mmspec.runs.batch import Item, decode_items, start_run
 
 AUDIO = "audio/{id}.wav"
 
@@ -39,23 +38,12 @@ def run_audio_batch(
     for item in items:
         pipe.condition.word_ids([item.prompt.strip().lower()])  # an unknown word fails before any work
     run, decoding, call_kwargs = start_run(pipe, items, out_dir, decoding, seed, call_kwargs, pipeline, (AUDIO,), restart)
-    tasks = {task.id: task for task in run.todo()}
-    done = []
-    for item in items:
-        task = tasks.get(item.id)
-        if task is None:
-            if on_item:
-                on_item(item, True)
-            continue
-        start = time.perf_counter()
-        out = pipe(item.prompt, decoding=decoding, generator=torch.Generator().manual_seed(task.seed), **call_kwargs)
-        wav_path = write_wav(run.path(task, AUDIO), out.audios[0], out.sample_rate)
-        run.write_record(task, {"decoding": decoding.describe(), "file": str(wav_path.relative_to(out_dir)),
-                                "stats": out.stats[0].to_dict(), "seconds": time.perf_counter() - start})
-        done.append(item)
-        if on_item:
-            on_item(item, False)
-    return done
+
+    def generate(item: Item, task, generator: torch.Generator) -> tuple[Path, object]:
+        out = pipe(item.prompt, decoding=decoding, generator=generator, **call_kwargs)
+        return write_wav(run.path(task, AUDIO), out.audios[0], out.sample_rate), out.stats[0]
+
+    return decode_items(run, run.items, items, decoding, generate, on_item)
 
 
 def speak_command(args) -> None:

@@ -244,9 +244,9 @@ def save_curve(curve: CostCurve) -> None:
 
 
 def session_curve(session, model, K: int, length: int, capacity: int, *, mode: str, tree: bool) -> CostCurve:
-    """The curve for this session's forward: read from the cache, or measured (and cached)
-    when missing or `mode == "refresh"`; flat when `mode == "off"`. `capacity` bounds the
-    sizes measured (positions the session has room for)."""
+    """The cost curve of the forward of `session` (a started model session): read from the
+    cache, or measured (and cached) when missing or `mode == "refresh"`; flat when
+    `mode == "off"`. `capacity` bounds the sizes measured (positions the session has room for)."""
     rows = session.batch_size * (2 if session.guided else 1)
     if mode == "off":
         return CostCurve.flat(rows)

@@ -494,7 +494,7 @@ def decode_jacobi(
     """Decodes `layout.length` steps per sequence with `config`; see the module docstring.
 
     The session must have been started with `extra_positions(layout, config, device)`.
-    `cost`: auto's cost curve of this session's forward (flat when not given).
+    `cost`: auto's cost curve of the model's forward (flat when not given).
     """
     stopping = stopping or Stopping.none(session.batch_size, layout.length, session.prefill_logits().cond.device)
     return JacobiLoop(session, layout, sampling, config, generator, stopping, processors, cost).run(on_step, on_commit)

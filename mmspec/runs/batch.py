@@ -211,24 +211,36 @@ def run_batch(
     out_dir = Path(out_dir)
     run, decoding, call_kwargs = start_run(pipe, items, out_dir, decoding, seed, call_kwargs, pipeline)
     mine = [run_item(item, seed) for item in items[rank::world_size]]
-    todo = {item.id for item in run.todo(mine)}
-    by_id = {item.id: item for item in items}
-    done = []
-    for task in mine:
-        item = by_id[task.id]
-        if task.id not in todo:
-            if on_item:
-                on_item(item, True)
-            continue
-        start = time.perf_counter()
-        out = pipe(**item.condition, decoding=decoding, generator=torch.Generator().manual_seed(task.seed), **call_kwargs)
+
+    def generate(item: Item, task: RunItem, generator: torch.Generator) -> tuple[Path, object]:
+        out = pipe(**item.condition, decoding=decoding, generator=generator, **call_kwargs)
         image_path = run.path(task, IMAGE)
         atomic_write(image_path, lambda p: out.images[0].save(p, format="PNG"))
-        run.write_record(task, {"decoding": decoding.describe(), "file": str(image_path.relative_to(out_dir)),
-                                "stats": out.stats[0].to_dict(), "seconds": time.perf_counter() - start})
-        done.append(item)
+        return image_path, out.stats[0]
+
+    return decode_items(run, mine, items, decoding, generate, on_item)
+
+
+def decode_items(run: Run, tasks: list[RunItem], items: list[Item], decoding: DecodingConfig,
+                 generate: Callable[[Item, RunItem, torch.Generator], tuple[Path, object]],
+                 on_item: Callable[[Item, bool], None] | None = None) -> list[Item]:
+    """The loop every resumable verb shares: each of `tasks` not yet recorded is decoded by
+    `generate(item, task, generator)` (the generator seeded by the task; it writes the output file and returns
+    its path and `DecodeStats`), then recorded, which marks it done. `on_item(item, skipped)`
+    reports progress. Returns the items generated (not skipped)."""
+    todo = {task.id for task in run.todo(tasks)}
+    by_id = {item.id: item for item in items}
+    done = []
+    for task in tasks:
+        item = by_id[task.id]
+        if task.id in todo:
+            start = time.perf_counter()
+            path, stats = generate(item, task, torch.Generator().manual_seed(task.seed))
+            run.write_record(task, {"decoding": decoding.describe(), "file": str(path.relative_to(run.out_dir)),
+                                    "stats": stats.to_dict(), "seconds": time.perf_counter() - start})
+            done.append(item)
         if on_item:
-            on_item(item, False)
+            on_item(item, task.id not in todo)
     return done
 
 
