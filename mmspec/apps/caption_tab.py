@@ -145,7 +145,7 @@ def build_caption_tab(pipe: CaptioningPipeline | None = None) -> None:
                 draw = gr.Button("draw a Shapes image")
             prompt = gr.Textbox(value="", label="prompt (empty: the captioner's default, with an example caption)",
                                 lines=3, max_length=MAX_PROMPT_CHARS)
-            decoding = gr.Dropdown(list(TEXT_DECODINGS), value="prompt-lookup", label="decoding")
+            decoding = gr.Dropdown(list(TEXT_DECODINGS), value="auto", label="decoding")
             max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=64, step=1, label="max new tokens")
             run = gr.Button("caption", variant="primary")
         with gr.Column():

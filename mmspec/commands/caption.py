@@ -194,8 +194,8 @@ def add_parser(sub) -> None:
                    help="saved captioning pipeline directory, or captioner (default: the shipped captioner)")
     c.add_argument("--threads", type=positive_int, help="torch CPU threads, >= 1 (default: torch's choice)")
     c.add_argument("--prompt", help="the instruction after the image (default: the pipeline's)")
-    c.add_argument("--decoding", default="prompt-lookup",
-                   help="ar, sjd, mc-sjd, lookup, mc-sjd+lookup or prompt-lookup (default prompt-lookup)")
+    c.add_argument("--decoding", default="auto",
+                   help="auto, ar, sjd, mc-sjd, lookup, mc-sjd+lookup or prompt-lookup (default auto)")
     c.add_argument("--max-new-tokens", type=positive_int, default=64, help="tokens per caption at most (default 64)")
     c.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
     c.add_argument("--temperature", type=float, help="sampling temperature (with --sample)")

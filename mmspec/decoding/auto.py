@@ -66,6 +66,7 @@ class AutoContext:
     cost: CostCurve
     layout: object
     nodes: dict = field(default_factory=dict)  # BranchSetting -> branch inputs per window, at most
+    redraft: bool = False  # every forward drafts its windows afresh
 
 
 class AcceptanceModel:
@@ -90,9 +91,10 @@ class AcceptanceModel:
     def shape(window: int) -> float:
         return math.log2(1 + window) / math.log2(17)
 
-    def observe(self, window: int, branches, committed: float, by_branches: float, forwards: float) -> None:
+    def observe(self, window: int, branches, committed: float, by_branches: float, forwards: float,
+                rejections: float = 0.0) -> None:
         """`forwards` forwards at `window` committed `committed` tokens per window in all,
-        `by_branches` of them past the windows' own runs."""
+        `by_branches` of them past the windows' own runs (`rejections`: see `RunAcceptance`)."""
         d = self.decay ** forwards
         self.gained = self.gained * d + committed - by_branches - forwards
         self.reach = self.reach * d + self.shape(window) * forwards
@@ -113,6 +115,39 @@ class AcceptanceModel:
             total = self.branch_sums.get(branches, [0.0, 0.0])
             gain = (total[0] + self.branch_prior) / (total[1] + 1.0)
         return 1.0 + max(scale, 0.0) * self.shape(window) + gain
+
+
+class RunAcceptance:
+    """Tokens a redrafting window commits per forward. Redrafted drafts are fresh at every
+    forward (a phrase looked up again, not a Jacobi draft refined in place), so a window's
+    slot is accepted, given the slot before it was, with one rate alpha whatever its
+    distance from the front: E[committed | window w] = 1 + alpha + ... + alpha^w. alpha is
+    learnt as accepted drafts over drafts tried (accepted ones and the first rejected one
+    of each window), in decaying sums from an optimistic prior. Phrase runs are long where
+    they fit: log-shaped Jacobi acceptance would undervalue windows of 8 to 16 there."""
+
+    def __init__(self, alpha: float = 0.75, weight: float = 4.0, decay: float = 0.98):
+        self.alpha, self.weight, self.decay = alpha, weight, decay
+        self.accepted, self.tried = 0.0, 0.0
+
+    def observe(self, window: int, branches, committed: float, by_branches: float, forwards: float,
+                rejections: float = 0.0) -> None:
+        """`forwards` forwards committed `committed` tokens per window in all (each its
+        accepted drafts and one token drawn), `rejections` of their windows ending at a
+        rejected draft."""
+        d = self.decay ** forwards
+        accepted = committed - by_branches - forwards
+        self.accepted = self.accepted * d + accepted
+        self.tried = self.tried * d + accepted + rejections
+
+    def forget(self, forwards: float) -> None:
+        """AR steps: what was learnt fades towards the prior."""
+        d = self.decay ** forwards
+        self.accepted, self.tried = self.accepted * d, self.tried * d
+
+    def expected(self, window: int, branches=None) -> float:
+        alpha = (self.accepted + self.alpha * self.weight) / (self.tried + self.weight)
+        return sum(alpha ** j for j in range(window + 1))
 
 
 class DrafterHits:
@@ -178,8 +213,9 @@ class CostChooser:
 
     def __init__(self, context: AutoContext, layout, device):
         self.context = context
-        self.acceptance = AcceptanceModel()
+        self.acceptance = RunAcceptance() if context.redraft else AcceptanceModel()
         self.glue_s = self.ar_glue_s = 0.0  # the loop's own seconds per iteration, this call's
+        self.draft_s = 0.0  # a redrafting loop's seconds per slot drafted, this call's
         self.scale = 1.0  # this call's forwards over the curve's seconds
         self.ar_steps = False  # whether window 0 runs as a plain AR step (set by the loop)
         fixed = len(context.drafters) == 1
@@ -198,21 +234,26 @@ class CostChooser:
                 if w == 0 and b is None and self.ar_steps:  # one token, at AR's own cost
                     rate = 1.0 / max(cost(windows_per_row) * self.scale + self.ar_glue_s, 1e-12) / AR_STEP_MARGIN
                 else:
-                    rate = self.acceptance.expected(w, b) / max(cost(inputs) * self.scale + self.glue_s, 1e-12)
+                    # a redrafting loop drafts the whole window every forward (draft_s is 0 otherwise:
+                    # drafting the few slots a slide empties counts in glue_s)
+                    glue = self.glue_s + self.draft_s * windows_per_row * w
+                    rate = self.acceptance.expected(w, b) / max(cost(inputs) * self.scale + glue, 1e-12)
                 if rate > best_rate:
                     best, best_rate = Choice(w, b, self.drafter), rate
         return best
 
     def observe(self, choice: Choice, committed: float, by_branches: float, forwards: float, glue_s: float,
-                ar_glue_s: float = 0.0, scale: float = 1.0) -> None:
+                ar_glue_s: float = 0.0, scale: float = 1.0, draft_s: float = 0.0, rejections: float = 0.0) -> None:
         """The forwards since the last choice: tokens committed per window in all (by
-        branches past the windows' runs; nothing after AR steps), the loop's own time per
-        Jacobi forward and per AR step, and the forwards' seconds over the curve's."""
-        self.glue_s, self.ar_glue_s, self.scale = glue_s, ar_glue_s, scale
+        branches past the windows' runs; nothing after AR steps) and windows that ended at a
+        rejected draft (per window, in all), the loop's own time per
+        Jacobi forward and per AR step (a redrafting loop's drafting apart), the forwards'
+        seconds over the curve's, and a redrafting loop's drafting seconds per slot."""
+        self.glue_s, self.ar_glue_s, self.scale, self.draft_s = glue_s, ar_glue_s, scale, draft_s
         if choice.window == 0 and self.ar_steps:
             self.acceptance.forget(forwards)  # AR steps show nothing of the drafts: the prior comes back
         elif forwards:
-            self.acceptance.observe(choice.window, choice.branches, committed, by_branches, forwards)
+            self.acceptance.observe(choice.window, choice.branches, committed, by_branches, forwards, rejections)
 
     def observe_commits(self, tokens: torch.Tensor, new: torch.Tensor, committed: torch.Tensor) -> None:
         """Every few forwards: the positions committed since, for the drafters' hit rates."""
@@ -267,5 +308,5 @@ def make_chooser(config, layout, cost: CostCurve, branch_settings: tuple, max_wi
     windows = (0, config.window) if config.window is not None else tuple(w for w in WINDOWS if w <= max_window)
     drafters = (config.drafter,) if config.init is not None else candidate_drafters(layout, has_prompt)
     nodes = {b: branch_nodes(b, max(windows), layout) for b in branch_settings if b is not None}
-    context = AutoContext(windows, branch_settings, drafters, cost, layout, nodes)
+    context = AutoContext(windows, branch_settings, drafters, cost, layout, nodes, config.redraft)
     return (config.chooser or CostChooser)(context, layout, device)

@@ -95,14 +95,16 @@ def model_dtype(model):
 class GlueTimer:
     """What the curve cannot know, measured on this call's own iterations (the first of each
     kind, which warms up, left out; the latest `RECENT` of each count): the loop's seconds
-    per iteration outside the forward, for a Jacobi forward and for an AR step, and the
-    forwards' seconds over the curve's (`scale`), which follows load from elsewhere on a
-    shared machine. Nothing of it is kept across calls: a value measured under a burst of
-    load would steer every later call, to AR steps alone say, which measure nothing that
-    could correct it. Before a kind has a sample its glue counts as 0, so each call tries
-    what the curve alone favours."""
+    per iteration outside the forward (and outside timed drafting), for a Jacobi forward and
+    for an AR step; the timed drafting's seconds per slot (a redrafting loop drafts its whole
+    window every forward, so a longer window costs more than its forward); and the
+    forwards' seconds over the curve's (`scale`), which follows load from elsewhere on a shared
+    machine. Nothing of it is kept across calls: a value measured under a burst of load
+    would steer every later call, to AR steps alone say, which measure nothing that could
+    correct it. Before a kind has a sample it counts as 0, so each call tries what the
+    curve alone favours."""
 
-    KINDS = ("glue_s", "ar_glue_s")
+    KINDS = ("glue_s", "ar_glue_s", "draft_s")
     RECENT = 16
 
     def __init__(self, curve: CostCurve, device: torch.device):
@@ -111,7 +113,8 @@ class GlueTimer:
         self.samples = {kind: [] for kind in self.KINDS}
         self.ratios = []
         self.sync = torch.cuda.synchronize if device.type == "cuda" and self.on else (lambda: None)
-        self.start = self.forward_start = self.forward_s = 0.0
+        self.start = self.forward_start = self.forward_s = self.draft_start = 0.0
+        self.drafting_s, self.drafted = 0.0, 0
         self.inputs = 1
         self.warm = set()
 
@@ -119,6 +122,7 @@ class GlueTimer:
         if self.on:
             self.sync()
             self.start = time.perf_counter()
+            self.drafting_s, self.drafted = 0.0, 0
 
     def begin_forward(self) -> None:
         if self.on:
@@ -131,13 +135,30 @@ class GlueTimer:
             self.forward_s = time.perf_counter() - self.forward_start
             self.inputs = inputs_per_row
 
+    def begin_draft(self) -> None:
+        if self.on:
+            self.sync()
+            self.draft_start = time.perf_counter()
+
+    def end_draft(self, slots: int) -> None:
+        """`slots`: the window slots (per row) this drafting pass filled."""
+        if self.on:
+            self.sync()
+            self.drafting_s += time.perf_counter() - self.draft_start
+            self.drafted += slots
+
     def end_iteration(self, kind: str) -> None:
         if self.on:
             self.sync()
             if kind in self.warm:
-                self.samples[kind] = self.samples[kind][1 - self.RECENT:] + [time.perf_counter() - self.start - self.forward_s]
+                self.add(kind, time.perf_counter() - self.start - self.forward_s - self.drafting_s)
                 self.ratios = self.ratios[1 - self.RECENT:] + [self.forward_s / max(self.curve(self.inputs), 1e-12)]
+                if self.drafted:
+                    self.add("draft_s", self.drafting_s / self.drafted)
             self.warm.add(kind)
+
+    def add(self, kind: str, seconds: float) -> None:
+        self.samples[kind] = self.samples[kind][1 - self.RECENT:] + [seconds]
 
     def estimate(self, kind: str) -> float:
         samples = self.samples[kind]

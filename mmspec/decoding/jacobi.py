@@ -166,10 +166,10 @@ class JacobiLoop:
             self.choices = ChoiceLog()
             self.glue = GlueTimer(self.cost, device)
             # window 0 as a plain AR step: one segment (raster order), nothing history-dependent
-            self.chooser.ar_steps = R == 1 and not self.processors and not config.redraft
+            self.chooser.ar_steps = R == 1 and not self.processors
         # auto: since the last choice, the tokens committed per window summed over forwards
         # (on the device, read at the next choice) and the positions committed
-        self.observed = torch.zeros(2, device=device)
+        self.observed = torch.zeros(3, device=device)
         self.forwards_at_choice = 0
         self.committed_at_choice = self.committed.clone()
 
@@ -201,7 +201,12 @@ class JacobiLoop:
             placed = live[..., None] & in_seg & ~undrafted
             history[self.b[..., None].expand_as(slot_pos)[placed], slot_pos[placed]] = self.drafts[placed]
             where = torch.where(need, slot_pos, -1).view(self.B, -1)
+            timed = self.chooser is not None and self.config.redraft  # drafting that grows with the window
+            if timed:
+                self.glue.begin_draft()
             new = first_drafts(self.drafter, history, where, self.layout, self.prompt, self.generator, self.hints)
+            if timed:
+                self.glue.end_draft(int(need.any(0).sum()))
             new = new.view(self.B, self.R, self.L, self.K)
             self.drafts = torch.where(need[..., None], new, self.drafts)
             self.q_carried &= ~need
@@ -325,7 +330,8 @@ class JacobiLoop:
         if inputs.tree is not None:
             out, keep = self.branches.merge(logits, out, b, r, drafts)
         if self.chooser is not None:
-            self.observed += torch.stack([out.committed.sum(), (out.committed - main.committed).sum()]) / max(len(b), 1)
+            rejected = main.accepted < inputs.num_slots[b, r] - 1  # a fed draft was rejected
+            self.observed += torch.stack([out.committed.sum(), (out.committed - main.committed).sum(), rejected.sum()]) / max(len(b), 1)
         return Verified.scatter(out, b, r, self.drafts, S), keep
 
     def commit_run(self, b: torch.Tensor, pos: torch.Tensor, steps: torch.Tensor, mask: torch.Tensor) -> None:
@@ -458,14 +464,16 @@ class JacobiLoop:
         self.n[:, 0] = n + live.long()
         self.drafts.fill_(-1)
         self.q_carried.zero_()
+        self.hints = None  # a redrafting loop's hints are the last Jacobi forward's, for slots that moved since
         if self.branches is not None:
             self.branches.reset()
 
     def choose(self) -> None:
         """auto: the window, branches and first drafts of the next forwards, from the past alone."""
-        committed, by_branches = self.observed.tolist()
+        committed, by_branches, rejections = self.observed.tolist()
         self.chooser.observe(self.choice, committed, by_branches, self.forwards - self.forwards_at_choice,
-                             self.glue.estimate("glue_s"), self.glue.estimate("ar_glue_s"), scale=self.glue.scale())
+                             self.glue.estimate("glue_s"), self.glue.estimate("ar_glue_s"), scale=self.glue.scale(),
+                             draft_s=self.glue.estimate("draft_s"), rejections=rejections)
         self.observed.zero_()
         self.forwards_at_choice = self.forwards
         self.chooser.observe_commits(self.tokens, self.committed & ~self.committed_at_choice, self.committed)

@@ -264,5 +264,5 @@ class ChameleonImageGenerator:
         ids, mask = ids.to(device), mask.to(device)
         return DecoderSession(
             self.decoder, self.decoder.embed_tokens, self.head, self.decoder.embed_tokens(ids), mask,
-            batch_size=len(condition.input_ids), guided=guided, slots=self.layout_length + extra_positions,
+            batch_size=len(condition.input_ids), guided=guided, steps=self.layout_length, extra_positions=extra_positions,
         )

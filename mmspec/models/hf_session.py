@@ -119,20 +119,21 @@ class DecoderSession(CachedSession):
         prompt_mask (`torch.Tensor`): bool `[R, P]`, True at real prompt tokens.
         batch_size (`int`): conditions B; `R` is `2B` when `guided`, else B.
         guided (`bool`): whether rows B.. hold the unconditional prompts.
-        slots (`int`): generated positions the cache holds (layout length + scratch).
+        steps (`int`): generated positions (the layout's length).
+        extra_positions (`int`): the engine's scratch positions past them.
     """
 
     supports_tree = True
 
     def __init__(self, decoder: nn.Module, embed: Callable, head: Callable, prompt_embeds: torch.Tensor,
-                 prompt_mask: torch.Tensor, *, batch_size: int, guided: bool, slots: int):
+                 prompt_mask: torch.Tensor, *, batch_size: int, guided: bool, steps: int, extra_positions: int = 0):
         check_attention_kernel(decoder.config)
         R, P = prompt_mask.shape
         if not bool(prompt_mask[:, -1].all()):
             raise ValueError("every prompt must end in its last column: pad prompts on the left (padding_side='left')")
         w = decoder.embed_tokens.weight
-        cache = allocate_cache(decoder.config, R, P + slots, w.dtype, w.device)
-        super().__init__(cache, P, batch_size=batch_size, guided=guided)
+        cache = allocate_cache(decoder.config, R, P + steps + extra_positions, w.dtype, w.device)
+        super().__init__(cache, P, batch_size=batch_size, guided=guided, steps=steps)
         self.decoder, self.embed, self.head = decoder, embed, head
         self.first_position = prompt_mask.long().sum(1)  # [R]: position id of generated position 0
         positions = (prompt_mask.long().cumsum(1) - 1).clamp(min=0)  # padding's position ids are never seen

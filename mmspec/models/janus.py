@@ -98,5 +98,5 @@ class JanusImageGenerator:
         return DecoderSession(
             self.decoder, self.model.prepare_embeddings_for_image_generation, self.model.model.generation_head,
             self.decoder.embed_tokens(ids), mask,
-            batch_size=len(condition.input_ids), guided=guided, slots=rows * cols + extra_positions,
+            batch_size=len(condition.input_ids), guided=guided, steps=rows * cols, extra_positions=extra_positions,
         )

@@ -3,7 +3,9 @@
 Slots are written by index (`update`), so a draft costs nothing to discard: it is simply
 never marked committed, is never attended, and the next write to its slot overwrites it.
 Which slots a query may see is decided here once per forward (`attention_mask`) and
-shared by all layers:
+shared by all layers; keys past the last slot a query may see are left out of that
+forward (half the cache, on average, of a decode that fills it in order; padding inputs at
+scratch slots see the committed slots before that end, and their outputs are never read):
 
 * committed slots strictly before the query's own slot, and
 * inputs of the same call in the same segment whose slot is not after the query's.
@@ -35,6 +37,8 @@ class StaticKVCache:
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.committed = torch.zeros(rows, slots, dtype=torch.bool, device=device)
         self._row_ids = torch.arange(rows, device=device)[:, None]  # made once: update() runs every layer
+        self.key_end = slots  # keys the current forward may attend: the first key_end slots (set by attention_mask)
+        self.scratch_start = slots  # slots from here on hold padding inputs and branch nodes (set by the session)
 
     @property
     def rows(self) -> int:
@@ -50,19 +54,22 @@ class StaticKVCache:
 
     def update(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         """Writes `k, v [R, H, n, D]` at `slots [R, n]` of the first R rows; returns the
-        layer's whole `[R, H, S, D]` keys and values."""
+        layer's keys and values `[R, H, key_end, D]`."""
         R = slots.shape[0]
         rows = self._row_ids[:R]  # [R, 1]
         # advanced indices on dims 0 and 2 around a slice: the indexed view is [R, n, H, D]
         self.k[layer, rows, :, slots] = k.transpose(1, 2)
         self.v[layer, rows, :, slots] = v.transpose(1, 2)
-        return self.k[layer, :R], self.v[layer, :R]
+        return self.k[layer, :R, :, : self.key_end], self.v[layer, :R, :, : self.key_end]
 
     def attention_mask(
         self, slots: torch.Tensor, segments: torch.Tensor | None = None, key_valid: torch.Tensor | None = None,
         acts_as: torch.Tensor | None = None, visible: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Bool `[R, 1, n, S]`: which slots each of the call's `slots [R, n]` may attend.
+        """Bool `[R, 1, n, key_end]`: which slots each of the call's `slots [R, n]` may attend.
+        `key_end` is one past the last slot before `scratch_start` that an input writes or
+        stands for (every slot under tree attention, whose nodes see each other at scratch
+        slots).
 
         Args:
             segments: long `[R, n]`; inputs see earlier inputs of the same call only within
@@ -74,10 +81,15 @@ class StaticKVCache:
                 the call it sees (bool `[R, n, n]`), instead of segments.
         """
         R, n = slots.shape
-        S = self.slots
-        slot_ids = torch.arange(S, device=slots.device)
         query = slots if acts_as is None else acts_as
-        mask = self.committed[:R, None, :] & (slot_ids[None, None, :] < query[:, :, None])  # [R, n, S]
+        S = self.slots
+        if visible is None:
+            written = torch.where(slots < self.scratch_start, slots, 0)
+            S = int(written.max()) + 1 if n else 1
+        self.key_end = S
+        W = max(S, int(slots.max()) + 1) if n else S  # the mask is built out to the call's own slots
+        slot_ids = torch.arange(W, device=slots.device)
+        mask = self.committed[:R, None, :W] & (slot_ids[None, None, :] < query[:, :, None])  # [R, n, W]
         if visible is not None:
             in_call = visible
         else:
@@ -89,7 +101,7 @@ class StaticKVCache:
             in_call &= key_valid[:, None, :] | itself
         # the call's own slots hold its fresh keys: what they show is decided by in_call alone
         mask.scatter_(2, slots[:, None, :].expand(R, n, n), in_call)
-        return mask[:, None]
+        return mask[:, None, :, :S]
 
     def relocate(self, sources: torch.Tensor, slots: torch.Tensor, mask: torch.Tensor) -> None:
         """Copies every layer's keys and values at `sources [R, n]` to `slots [R, n]` where `mask`."""
@@ -107,10 +119,12 @@ class StaticKVCache:
 class CachedSession:
     """What every TokenSession over a `StaticKVCache` shares: the batch's cache rows
     `[cond; uncond]` under CFG, and the map from generated positions to cache slots (the
-    condition prefix takes the first `prefix_len` slots)."""
+    condition prefix takes the first `prefix_len` slots, the `steps` generated positions
+    the next ones, and the engine's scratch positions the rest)."""
 
-    def __init__(self, cache: StaticKVCache, prefix_len: int, *, batch_size: int, guided: bool):
+    def __init__(self, cache: StaticKVCache, prefix_len: int, *, batch_size: int, guided: bool, steps: int):
         self.cache, self.prefix_len = cache, prefix_len
+        cache.scratch_start = prefix_len + steps
         self.batch_size, self.guided = batch_size, guided
         self.prompt_tokens = None  # image prompts are features, not tokens a drafter could look up
 

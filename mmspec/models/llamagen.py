@@ -449,7 +449,7 @@ class LlamaGenSession(CachedSession):
     supports_tree = True
 
     def __init__(self, model: LlamaGenGPT, cache: StaticKVCache, prefix: torch.Tensor, prefix_mask, *, batch_size: int, guided: bool):
-        super().__init__(cache, model.config.cls_token_num, batch_size=batch_size, guided=guided)
+        super().__init__(cache, model.config.cls_token_num, batch_size=batch_size, guided=guided, steps=model.config.block_size)
         self.model = model
         rows, P = prefix.shape[:2]
         slots = torch.arange(P, device=prefix.device).expand(rows, P)

@@ -170,7 +170,7 @@ class MusicgenSession(CachedSession):
         B = states.shape[0]
         decoder = model.model.decoder
         super().__init__(allocate_cache(decoder.config, 2 * B if guided else B, 1 + steps + extra_positions, decoder.layer_norm.weight.dtype,
-                                        states.device), 1, batch_size=B, guided=guided)
+                                        states.device), 1, batch_size=B, guided=guided, steps=steps)
         self.decoder, self.heads = decoder, model.lm_heads
         text, mask = states, mask.long()
         if guided:  # MusicGen's null condition: zero states, nothing to attend

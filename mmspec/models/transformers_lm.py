@@ -114,7 +114,8 @@ class TransformersSession(CachedSession):
         config = model.config.get_text_config()
         check_context(config, P + max_new_tokens)
         slots = P + max_new_tokens + extra_positions
-        super().__init__(allocate_cache(config, B, slots, model.dtype, ids.device), P, batch_size=B, guided=False)
+        super().__init__(allocate_cache(config, B, slots, model.dtype, ids.device), P, batch_size=B, guided=False,
+                         steps=max_new_tokens)
         # learned position tables (OPT, GPT-2) end: scratch positions past the end reuse the last id
         self.max_position_id = config.max_position_embeddings - 1 if config.model_type in LEARNED_POSITIONS else None
         self.model, self.cache_arg = model, cache_kwarg(type(model))

@@ -127,12 +127,18 @@ class CaptioningPipeline(DiffusionPipeline):
         })
 
     def resolve_decoding(self, decoding: str | DecodingConfig) -> str | DecodingConfig:
-        """Prompt-lookup ("prompt-lookup", or a config that redrafts with lookup) with the
-        pipeline's `draft_texts` beside the prompt, when it has some; every other decoding
-        as given."""
+        """Where the pipeline has `draft_texts`: prompt-lookup ("prompt-lookup", or a config
+        that redrafts with lookup) drafts from them beside the prompt, and "auto" redrafts
+        with phrase-lookup in them (captions repeat those texts with words changed: lookup
+        there is what pays, not the model's own last guesses). Every other decoding as given."""
+        if not self.draft_texts:
+            return decoding
+        if decoding == "auto":
+            return DecodingConfig(method="auto", init=Lookup(first=True, substitutions=True, reference=self.draft_reference),
+                                  redraft=True)
         config = DecodingConfig.from_name(decoding) if decoding == "prompt-lookup" else decoding
-        if not (self.draft_texts and isinstance(config, DecodingConfig) and config.redraft
-                and isinstance(config.drafter, Lookup) and not config.drafter.reference):
+        if not (isinstance(config, DecodingConfig) and config.redraft and isinstance(config.drafter, Lookup)
+                and not config.drafter.reference):
             return decoding
         return replace(config, init=replace(config.drafter, reference=self.draft_reference))
 
@@ -194,7 +200,7 @@ class CaptioningPipeline(DiffusionPipeline):
         self,
         images,
         prompt: str | list[str] | None = None,
-        decoding: str | DecodingConfig = "prompt-lookup",
+        decoding: str | DecodingConfig = "auto",
         max_new_tokens: int = 64,
         do_sample: bool = False,
         temperature: float | None = None,
@@ -211,10 +217,11 @@ class CaptioningPipeline(DiffusionPipeline):
                 model's input size).
             prompt (`str` or `list[str]`, *optional*): the instruction after the image,
                 one for all or one per image; defaults to `default_prompt`.
-            decoding (`str` or `DecodingConfig`, *optional*, defaults to "prompt-lookup"):
-                "ar", "sjd", "mc-sjd", "lookup" (sjd with n-gram lookup first drafts),
-                "mc-sjd+lookup", a `DecodingConfig` (another window), or "prompt-lookup"
-                (every forward redrafts from the prompt and text);
+            decoding (`str` or `DecodingConfig`, *optional*, defaults to "auto"): "auto"
+                (prompt-lookup whose window, or an AR step, is chosen before each forward
+                from the device's cost curve), "ar", "sjd", "mc-sjd", "lookup" (sjd with
+                n-gram lookup first drafts), "mc-sjd+lookup", a `DecodingConfig` (another
+                window), or "prompt-lookup" (every forward redrafts from the prompt and text);
                 every one gives the model's own output (the greedy text, or samples of its
                 distribution).
             max_new_tokens (`int`, *optional*, defaults to 64): at most this many tokens

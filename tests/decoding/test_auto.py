@@ -9,7 +9,7 @@ import torch
 
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding import cost_model
-from mmspec.decoding.auto import AcceptanceModel, AutoContext, Choice, CostChooser
+from mmspec.decoding.auto import AcceptanceModel, AutoContext, Choice, CostChooser, RunAcceptance
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.cost_model import CostCurve, cost_key
 from mmspec.decoding.generate import generate
@@ -35,7 +35,7 @@ class FickleChooser:
         branches = c.branch_settings[(k + int(self.last * 7)) % len(c.branch_settings)]
         return Choice(c.windows[k % len(c.windows)], branches, c.drafters[(k + 1) // 2 % len(c.drafters)])
 
-    def observe(self, choice, committed, by_branches, forwards, glue_s, ar_glue_s=0.0, scale=1.0):
+    def observe(self, choice, committed, by_branches, forwards, glue_s, ar_glue_s=0.0, scale=1.0, draft_s=0.0, rejections=0.0):
         self.last = committed
 
     def observe_commits(self, tokens, new, committed):
@@ -66,6 +66,19 @@ def test_auto_with_cost_chooser_is_lossless():
     probs = sequence_probs(model, torch.full((len(all_sequences(4, 4)),), 1), all_sequences(4, 4), SAMPLING)
     tokens, stats = generate(model, torch.full((N_SAMPLES,), 1), DecodingConfig(method="auto", cost="off"), SAMPLING,
                              torch.Generator().manual_seed(12))
+    assert chi_square(sequence_counts(tokens, 4), probs).p_value > 1e-3
+
+
+@pytest.mark.statistical
+def test_redrafting_auto_is_lossless_between_ar_steps():
+    """auto redrafting every window with lookup (the captioner's auto), the chooser going
+    from a window to an AR step and back at every forward (AR steps were refused under
+    redrafting before): chi-square at a fixed seed."""
+    model = tiny_model()
+    probs = sequence_probs(model, torch.full((len(all_sequences(4, 4)),), 1), all_sequences(4, 4), SAMPLING)
+    config = DecodingConfig(method="auto", init="lookup", redraft=True, chooser=FickleChooser, cost="off")
+    tokens, stats = generate(model, torch.full((N_SAMPLES,), 1), config, SAMPLING, torch.Generator().manual_seed(13))
+    assert set(stats.choices["windows"]) == {0, 2}, stats.choices
     assert chi_square(sequence_counts(tokens, 4), probs).p_value > 1e-3
 
 
@@ -185,6 +198,32 @@ def test_acceptance_model_starts_at_its_prior_and_learns_one_scale():
     assert abs(model.expected(16) - learned) < (learned - 2.5) / 4  # mostly the decode's, a little the prior's
 
 
+def test_run_acceptance_learns_one_rate_per_slot():
+    """A redrafting window: E[committed | w] = 1 + alpha + ... + alpha^w, alpha from the
+    prior, then from accepted drafts over drafts tried (a window accepted to its end tried
+    no rejected one)."""
+    model = RunAcceptance(alpha=0.75, weight=4.0)
+    assert model.expected(0) == 1.0 and model.expected(2) == pytest.approx(1 + 0.75 + 0.75 ** 2)
+    for _ in range(50):  # windows of 8 that accept 3 drafts, then reject one
+        model.observe(8, None, committed=4.0, by_branches=0.0, forwards=1, rejections=1.0)
+    assert model.expected(16) == pytest.approx(1 / (1 - 0.75), rel=0.02)  # 3 of 4 tried: alpha 0.75
+    for _ in range(200):  # phrases copied to the window's end
+        model.observe(8, None, committed=9.0, by_branches=0.0, forwards=1, rejections=0.0)
+    assert model.expected(16) > 12
+
+
+def test_redrafting_chooser_counts_the_drafting_of_the_whole_window():
+    """A redrafting loop drafts every slot at every forward: with a slot's drafting at a
+    tenth of a forward, the window shrinks from 32 to a few slots even on a flat curve."""
+    model = tiny_model()
+    context = AutoContext((0, 2, 4, 8, 16, 32), (None,), (None,), CostCurve([1, 65], [1.0, 1.0], rows=2), model.layout(),
+                          redraft=True)
+    c = CostChooser(context, model.layout(), torch.device("cpu"))
+    assert isinstance(c.acceptance, RunAcceptance) and c.choose(1).window == 32
+    c.observe(Choice(32), committed=4 * 4.0, by_branches=0.0, forwards=4, glue_s=0.0, draft_s=0.1, rejections=4.0)
+    assert 0 < c.choose(1).window <= 4
+
+
 def test_fixed_parts_stay_fixed_and_relaxed_rules_say_so():
     model = tiny_model(vocab_size=16, block_size=16)
     labels = torch.tensor([0, 1])
@@ -238,7 +277,7 @@ class RecordingChooser(FickleChooser):
 
     seen: list = []
 
-    def observe(self, choice, committed, by_branches, forwards, glue_s, ar_glue_s=0.0, scale=1.0):
+    def observe(self, choice, committed, by_branches, forwards, glue_s, ar_glue_s=0.0, scale=1.0, draft_s=0.0, rejections=0.0):
         RecordingChooser.seen.append((choice.window, committed, forwards))
 
 

@@ -149,7 +149,7 @@ class TinyGuidedLM:
             null = torch.tensor([[0, 1, 2]]).expand(len(ids), -1)
             ids, mask = torch.cat([ids, null]), torch.cat([mask, mask.index_fill(1, torch.tensor([0]), False)])
         return DecoderSession(self.decoder, self.decoder.embed_tokens, self.lm.lm_head, self.decoder.embed_tokens(ids), mask,
-                              batch_size=len(condition), guided=guided, slots=4 + extra_positions)
+                              batch_size=len(condition), guided=guided, steps=4, extra_positions=extra_positions)
 
 
 N_SAMPLES = 40_000  # rejects a +-5% bias on the likelier sequence probabilities at p < 1e-3 (see tests/decoding/test_ar.py)

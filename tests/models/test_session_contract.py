@@ -194,6 +194,20 @@ def test_scratch_positions_past_the_end_change_nothing(case):
     assert_same_logits(pick(out, slice(0, T - 3)), pick(expected, slice(3, T)), case.atol)
 
 
+def test_padding_at_scratch_positions_beside_early_inputs_changes_nothing(case):
+    """An early call (positions 2-3) padded with inputs at scratch positions, as a batch
+    whose rows feed fewer drafts is: the real inputs get their logits, although the forward
+    leaves out every key past position 3 (the padding's among them)."""
+    tokens = case.tokens()
+    T = tokens.shape[1]
+    expected = case.reference([0, 1], tokens, case.guided)
+    session = committed(case, tokens, 2, extra_positions=3)
+    pos = torch.tensor([2, 3, T, T + 1]).expand(2, -1)
+    out = session.forward(torch.cat([tokens[:, 2:4], tokens[:, :2]], 1), pos)
+    assert_same_logits(pick(out, slice(0, 2)), pick(expected, slice(3, 5)), case.atol)
+    assert session.cache.key_end == session.prefix_len + 4 < session.cache.slots
+
+
 # --- tree attention (sessions with supports_tree) ------------------------------------------
 
 

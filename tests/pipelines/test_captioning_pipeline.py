@@ -48,6 +48,9 @@ def test_saved_pipeline_loads_back_with_the_same_captions(images, tmp_path):
     assert isinstance(loaded, CaptioningPipeline) and loaded.default_prompt == "say what you see ."
     assert loaded.draft_texts == ["a red circle on a blue background ."]
     assert loaded.resolve_decoding("prompt-lookup").drafter.reference  # the texts, as token ids
+    auto = loaded.resolve_decoding("auto")  # redrafts with phrase-lookup in them
+    assert auto.method == "auto" and auto.redraft and auto.drafter.reference == loaded.draft_reference
+    assert loaded(images, decoding="auto", max_new_tokens=8).text == pipe(images, decoding="ar", max_new_tokens=8).text
     assert loaded(images, decoding="ar", max_new_tokens=8).text == pipe(images, decoding="ar", max_new_tokens=8).text
     assert loaded(images, max_new_tokens=8).text == pipe(images, decoding="ar", max_new_tokens=8).text
     assert pipe(images, max_new_tokens=8).text == pipe(images, prompt="say what you see .", max_new_tokens=8).text
