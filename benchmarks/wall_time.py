@@ -110,7 +110,7 @@ def captioner_case() -> Case:
         return pipe([images[(i * batch + k) % len(images)] for k in range(batch)], decoding=config).stats
 
     return Case(CaptioningPipeline.from_pretrained, decode, [C("mc-sjd+lookup"), C("prompt-lookup")],
-                [C("mc-sjd+lookup", window=w) for w in (4, 8, 16, 32)])
+                [C("mc-sjd+lookup", window=w) for w in (4, 8, 32)] + [C("prompt-lookup", window=w) for w in (4, 8, 32)])
 
 
 CASES = {"image": image_case, "video": video_case, "speech": speech_case, "mesh": mesh_case, "captioner": captioner_case}

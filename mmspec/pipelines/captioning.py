@@ -128,17 +128,16 @@ class CaptioningPipeline(DiffusionPipeline):
 
     def resolve_decoding(self, decoding: str | DecodingConfig) -> str | DecodingConfig:
         """Where the pipeline has `draft_texts`: prompt-lookup ("prompt-lookup", or a config
-        that redrafts with lookup) drafts from them beside the prompt, and "auto" redrafts
-        with phrase-lookup in them (captions repeat those texts with words changed: lookup
-        there is what pays, not the model's own last guesses). Every other decoding as given."""
-        if not self.draft_texts:
+        that redrafts with lookup) drafts from them beside the prompt, and auto with its
+        first drafts unset redrafts with phrase-lookup in them (captions repeat those texts
+        with words changed: lookup there is what pays, not the model's own last guesses).
+        Every other decoding as given."""
+        config = DecodingConfig.from_name(decoding) if decoding in ("auto", "prompt-lookup") else decoding
+        if not (self.draft_texts and isinstance(config, DecodingConfig)):
             return decoding
-        if decoding == "auto":
-            return DecodingConfig(method="auto", init=Lookup(first=True, substitutions=True, reference=self.draft_reference),
-                                  redraft=True)
-        config = DecodingConfig.from_name(decoding) if decoding == "prompt-lookup" else decoding
-        if not (isinstance(config, DecodingConfig) and config.redraft and isinstance(config.drafter, Lookup)
-                and not config.drafter.reference):
+        if config.method == "auto" and config.init is None:
+            return replace(config, init=Lookup(first=True, substitutions=True, reference=self.draft_reference), redraft=True)
+        if not (config.redraft and isinstance(config.drafter, Lookup) and not config.drafter.reference):
             return decoding
         return replace(config, init=replace(config.drafter, reference=self.draft_reference))
 
