@@ -245,10 +245,10 @@ class CostChooser:
     def observe(self, choice: Choice, committed: float, by_branches: float, forwards: float, glue_s: float,
                 ar_glue_s: float = 0.0, scale: float = 1.0, draft_s: float = 0.0, rejections: float = 0.0) -> None:
         """The forwards since the last choice: tokens committed per window in all (by
-        branches past the windows' runs; nothing after AR steps) and windows that ended at a
-        rejected draft (per window, in all), the loop's own time per
-        Jacobi forward and per AR step (a redrafting loop's drafting apart), the forwards'
-        seconds over the curve's, and a redrafting loop's drafting seconds per slot."""
+        branches past the windows' runs; nothing after AR steps), windows that ended at a
+        rejected draft (per window, in all), the loop's own time per Jacobi forward and per
+        AR step (a redrafting loop's drafting apart), that drafting's seconds per slot, and
+        the forwards' seconds over the curve's."""
         self.glue_s, self.ar_glue_s, self.scale, self.draft_s = glue_s, ar_glue_s, scale, draft_s
         if choice.window == 0 and self.ar_steps:
             self.acceptance.forget(forwards)  # AR steps show nothing of the drafts: the prior comes back

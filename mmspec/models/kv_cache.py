@@ -67,9 +67,8 @@ class StaticKVCache:
         acts_as: torch.Tensor | None = None, visible: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Bool `[R, 1, n, key_end]`: which slots each of the call's `slots [R, n]` may attend.
-        `key_end` is one past the last slot before `scratch_start` that an input writes or
-        stands for (every slot under tree attention, whose nodes see each other at scratch
-        slots).
+        `key_end` is one past the last slot before `scratch_start` that an input writes
+        (every slot under tree attention, whose nodes see each other at scratch slots).
 
         Args:
             segments: long `[R, n]`; inputs see earlier inputs of the same call only within
@@ -82,12 +81,11 @@ class StaticKVCache:
         """
         R, n = slots.shape
         query = slots if acts_as is None else acts_as
-        S = self.slots
-        if visible is None:
-            written = torch.where(slots < self.scratch_start, slots, 0)
-            S = int(written.max()) + 1 if n else 1
+        S = W = self.slots  # keys attended; the mask is built out to the call's own slots (W)
+        if visible is None and n:  # one read off the device for both ends
+            real_end, own_end = (torch.stack([torch.where(slots < self.scratch_start, slots, 0).max(), slots.max()]) + 1).tolist()
+            S, W = real_end, max(real_end, own_end)
         self.key_end = S
-        W = max(S, int(slots.max()) + 1) if n else S  # the mask is built out to the call's own slots
         slot_ids = torch.arange(W, device=slots.device)
         mask = self.committed[:R, None, :W] & (slot_ids[None, None, :] < query[:, :, None])  # [R, n, W]
         if visible is not None:
