@@ -17,7 +17,9 @@ pytest.importorskip("gradio", reason="the demo needs the [demo] extra")
 from mmspec.apps.demo import MAX_METHODS, launch
 from mmspec.pipelines.emu3 import Emu3Pipeline
 from mmspec.pipelines.janus import JanusPipeline
+from mmspec.pipelines.lumina_mgpt import LuminaMGPTPipeline
 from tests.helpers.demo import client, free_port
+from tests.helpers.lumina import fixture_model, tiny_tokenizer, tiny_vqgan
 from tests.helpers.pipelines import tiny_c2i_pipeline
 from tests.helpers.tiny_models import EMU3_SIZE, tiny_emu3, tiny_janus
 
@@ -131,8 +133,14 @@ def saved_janus(root: Path) -> str:
     return "a blue dog"
 
 
+def saved_lumina(root: Path) -> str:
+    LuminaMGPTPipeline(fixture_model(), tiny_tokenizer(), tiny_vqgan(), height=64, width=64).save_pretrained(root)
+    return "a red cat"
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("save", [saved_llamagen, saved_emu3, saved_janus], ids=["llamagen", "emu3", "janus"])
+@pytest.mark.parametrize("save", [saved_llamagen, saved_emu3, saved_janus, saved_lumina],
+                         ids=["llamagen", "emu3", "janus", "lumina-mgpt"])
 def test_mmspec_demo_serves_a_saved_pipeline_of_every_family(tmp_path, save):
     """The demo used to read `pipe.transformer.config`, so an Emu3 or Janus pipeline failed."""
     condition = save(tmp_path / "pipe")

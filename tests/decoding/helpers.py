@@ -2,6 +2,7 @@
 
 import torch
 
+from mmspec.decoding.auto import AutoContext, Choice
 from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
 
 
@@ -30,3 +31,25 @@ def record_massless_drafts(monkeypatch, module) -> list:
 
     monkeypatch.setattr(module, "verify", checking_verify)
     return checked
+
+
+class FickleChooser:
+    """Changes its mind at every forward: the window, branches on or off and the drafter
+    follow a counter and what the last forwards committed (the past only, as auto's)."""
+
+    every = 1
+
+    def __init__(self, context: AutoContext, layout, device):
+        self.context, self.count, self.last = context, 0, 0.0
+
+    def choose(self, windows_per_row: int) -> Choice:
+        c, k = self.context, self.count
+        self.count += 1
+        branches = c.branch_settings[(k + int(self.last * 7)) % len(c.branch_settings)]
+        return Choice(c.windows[k % len(c.windows)], branches, c.drafters[(k + 1) // 2 % len(c.drafters)])
+
+    def observe(self, choice, committed, by_branches, forwards, glue_s, ar_glue_s=0.0, scale=1.0, draft_s=0.0, rejections=0.0):
+        self.last = committed
+
+    def observe_commits(self, tokens, new, committed):
+        pass

@@ -14,32 +14,10 @@ from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.cost_model import CostCurve, cost_key
 from mmspec.decoding.generate import generate
 from mmspec.metrics.losslessness import all_sequences, chi_square, sequence_counts, sequence_probs
-from tests.decoding.helpers import tiny_model
+from tests.decoding.helpers import FickleChooser, tiny_model
 
 SAMPLING = SamplingConfig(guidance_scale=2.0, top_k=3)
 N_SAMPLES = 40_000  # rejects a +-5% bias on sequence probabilities at p < 1e-3 (see test_ar)
-
-
-class FickleChooser:
-    """Changes its mind at every forward: the window, branches on or off and the drafter
-    follow a counter and what the last forwards committed (the past only, as auto's)."""
-
-    every = 1
-
-    def __init__(self, context: AutoContext, layout, device):
-        self.context, self.count, self.last = context, 0, 0.0
-
-    def choose(self, windows_per_row: int) -> Choice:
-        c, k = self.context, self.count
-        self.count += 1
-        branches = c.branch_settings[(k + int(self.last * 7)) % len(c.branch_settings)]
-        return Choice(c.windows[k % len(c.windows)], branches, c.drafters[(k + 1) // 2 % len(c.drafters)])
-
-    def observe(self, choice, committed, by_branches, forwards, glue_s, ar_glue_s=0.0, scale=1.0, draft_s=0.0, rejections=0.0):
-        self.last = committed
-
-    def observe_commits(self, tokens, new, committed):
-        pass
 
 
 @pytest.mark.statistical

@@ -6,12 +6,15 @@ import json
 
 import pytest
 import torch
+import transformers as tf
 
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.generate import generate
+from mmspec.metrics.losslessness import all_sequences, chi_square, sequence_probs
 from mmspec.models.chameleon import ChameleonCondition, ChameleonImageGenerator, load_chameleon
-from tests.helpers.lumina import FIXTURE, fixture_model, lumina_folder
+from tests.decoding.helpers import FickleChooser
+from tests.helpers.lumina import FIXTURE, fixture_model, lumina_config, lumina_folder
 
 EXACT = [
     "ar", "sjd", "mc-sjd",
@@ -173,3 +176,55 @@ def test_load_chameleon_errors_are_one_line(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
     with pytest.raises(ValueError, match="not a Chameleon"):
         load_chameleon(tmp_path)
+
+
+# --- losslessness on a Chameleon small enough to enumerate -------------------------------
+
+TINY_VOCAB = {"<s>": 0, "<pad>": 1, "</s>": 2, "<reserved08799>": 3, "IMGIMGAZ": 4, "IMGIMGBZ": 5, "IMGIMGCZ": 6,
+              "<racm3:break>": 7, "<eoss>": 8, "<reserved08801>": 9, "a": 10, "cat": 11}
+IMAGE_IDS = torch.tensor([4, 5, 6])
+
+
+def tiny_lumina() -> ChameleonImageGenerator:
+    """A 2 x 2-token Lumina-style Chameleon over three image tokens: 81 images, each with
+    its forced new lines. Its weights are initialised wide (std 0.1), so that the images'
+    probabilities spread over two orders of magnitude and depend on the tokens before."""
+    config = lumina_config(vocab_size=len(TINY_VOCAB), vocabulary_map=TINY_VOCAB, hidden_size=32, intermediate_size=64,
+                           num_attention_heads=4, num_key_value_heads=2, initializer_range=0.1)
+    config._attn_implementation = "eager"
+    torch.manual_seed(3)
+    return ChameleonImageGenerator(tf.ChameleonForConditionalGeneration(config).eval(), rows=2, cols=2)
+
+
+def image_sequences() -> torch.Tensor:
+    """Long `[81, 6]`: every image of `tiny_lumina`, two image tokens and a new line a row."""
+    free = IMAGE_IDS[all_sequences(3, 4)].view(-1, 2, 2)
+    new_lines = torch.full((len(free), 2, 1), TINY_VOCAB["<reserved08799>"])
+    return torch.cat([free, new_lines], -1).flatten(1)
+
+
+N_SAMPLES = 40_000  # rejects a +-5% bias on the likelier images at p < 1e-3 (see tests/decoding/test_ar.py)
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("decoding", [
+    DecodingConfig(method="mc-sjd", window=3, branches=2, branch_slots=2, branch_length=1),
+    DecodingConfig(method="auto", branches=2, branch_slots=2, branch_length=1, chooser=FickleChooser, cost="off"),
+], ids=["mc-sjd+branches", "auto-fickle"])
+def test_exact_methods_sample_the_chameleon_distribution(decoding):
+    """Whole images from 40,000 draws (Lumina's CFG from the image start at 3.0, top-k 2 of
+    the 3 image tokens) through the Chameleon session, with tree attention and with auto,
+    match the exact product of conditionals: chi-square at a fixed seed. auto's chooser here
+    changes the window, branches and first drafts at every forward."""
+    generator = tiny_lumina()
+    prompt = torch.tensor([[0, 10, 11]])
+    sampling = SamplingConfig(guidance_scale=3.0, top_k=2)
+    images = image_sequences()
+    probs = sequence_probs(generator, ChameleonCondition(prompt.expand(len(images), -1)), images, sampling)
+    assert probs.max() > 50 * probs[probs > 0].min()  # far from uniform: a biased sampler would show
+    tokens, _ = generate(generator, ChameleonCondition(prompt.expand(N_SAMPLES, -1)), decoding=decoding, sampling=sampling,
+                         generator=torch.Generator().manual_seed(5))
+    index = (images[None] == tokens[:, None]).all(-1).float().argmax(-1)
+    assert (images[index] == tokens).all()
+    result = chi_square(torch.bincount(index, minlength=len(images)), probs)
+    assert result.p_value > 1e-3, result
