@@ -11,6 +11,7 @@ import torch
 from mmspec.core.contracts import TokenSession
 from mmspec.core.layout import TokenLayout
 from mmspec.core.sampling import SamplingConfig
+from mmspec.decoding.active_rows import ActiveRows
 from mmspec.decoding.stats import DecodeStats
 from mmspec.decoding.steps import draw_step, forward_steps, prefill_steps, prompt_steps
 from mmspec.decoding.stopping import Stopping
@@ -33,6 +34,7 @@ def decode_ar(
     `on_commit(tokens)` with the tokens committed so far (streaming).
     """
     start = time.perf_counter()
+    session = ActiveRows(session)
     B, T, K = session.batch_size, layout.length, layout.tokens_per_step
     logits = prefill_steps(session, K)
     device = logits.cond.device
@@ -52,8 +54,14 @@ def decode_ar(
             on_step(int(stopping.done(committed).sum()) // B, T)
         if on_commit:
             on_commit(tokens[..., 0] if K == 1 else tokens)
-        if t == T - 1 or stopping.all_done(committed):
+        if t == T - 1:
             break
+        finished = stopping.done(committed).all(1)
+        count = int(finished.sum())
+        if count == B:
+            break
+        if count > session.dropped:  # finished sequences leave the forwards
+            session.drop(finished)
         # 2. forward it and commit its cache slot (its keys were computed on committed context)
         pos = torch.full((B, 1), t, dtype=torch.long, device=device)
         logits = forward_steps(session, tokens[:, t : t + 1], pos)

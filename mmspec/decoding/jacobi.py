@@ -39,6 +39,7 @@ from mmspec.core.contracts import CallTree, GuidedLogits, TokenSession
 from mmspec.core.layout import TokenLayout
 from mmspec.core.rules import bind_cached
 from mmspec.core.sampling import SamplingConfig, sample, transform, uniforms
+from mmspec.decoding.active_rows import ActiveRows
 from mmspec.decoding.auto import BRANCH_PRESETS, Choice, ChoiceLog, make_chooser
 from mmspec.decoding.branches import Branches, CacheMoves, Windows, branch_nodes, check_branches
 from mmspec.decoding.config import DecodingConfig
@@ -117,7 +118,8 @@ class JacobiLoop:
 
     def __init__(self, session: TokenSession, layout: TokenLayout, sampling: SamplingConfig, config: DecodingConfig,
                  generator: torch.Generator | None, stopping: Stopping, processors=(), cost: CostCurve | None = None):
-        self.session, self.layout, self.sampling, self.config = session, layout, sampling, config
+        self.session = ActiveRows(session)  # finished sequences leave the forwards
+        self.layout, self.sampling, self.config = layout, sampling, config
         self.generator, self.stopping, self.processors = generator, stopping, tuple(processors)
         self.rule = bind_cached(config.rule, layout.token_embeddings, layout.allowed)
         self.drafter = config.drafter
@@ -427,7 +429,7 @@ class JacobiLoop:
                 self.commit_and_slide(inputs, *self.forward_and_verify(inputs, live))
                 if self.chooser is not None:
                     self.glue.end_iteration("glue_s")
-            done = int(self.stopping.done(self.committed).sum())
+            done = self.drop_finished()
         tokens = self.stopping.padded(self.tokens)
         stats = DecodeStats(
             method=self.config.name,
@@ -441,6 +443,14 @@ class JacobiLoop:
             cost_curve=None if self.chooser is None else self.cost.relative(),
         )
         return (tokens[..., 0] if self.K == 1 else tokens), stats
+
+    def drop_finished(self) -> int:
+        """Steps done over the batch; drops the sequences that just finished from the forwards."""
+        done = self.stopping.done(self.committed)
+        steps, finished = torch.stack([done.sum(), done.all(1).sum()]).tolist()
+        if finished > self.session.dropped:
+            self.session.drop(done.all(1))
+        return steps
 
     def ar_step(self) -> None:
         """auto's window 0 in one segment: AR's step, feeding each sequence's last committed

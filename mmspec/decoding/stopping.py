@@ -70,9 +70,6 @@ class Stopping:
         """Bool `[B, T]`: committed, or after the sequence's end."""
         return committed | (torch.arange(committed.shape[1], device=committed.device) >= self.lengths[:, None])
 
-    def all_done(self, committed: torch.Tensor) -> bool:
-        return bool(self.done(committed).all())
-
     def padded(self, tokens: torch.Tensor) -> torch.Tensor:
         """`tokens [B, T, K]` with the positions after each sequence's end set to the pad id."""
         after = torch.arange(tokens.shape[1], device=tokens.device) >= self.lengths[:, None]

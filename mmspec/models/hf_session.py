@@ -142,6 +142,9 @@ class DecoderSession(CachedSession):
         self.cache.commit(prompt_slots, prompt_mask)
         self._prefill = self.split(head(hidden[:, -1:]).float())
 
+    def keep_row_state(self, cache_rows: torch.Tensor) -> None:
+        self.first_position = self.first_position[cache_rows]
+
     @torch.no_grad()
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor | None = None,
                 tree: CallTree | None = None) -> GuidedLogits:

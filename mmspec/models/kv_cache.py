@@ -48,6 +48,14 @@ class StaticKVCache:
     def slots(self) -> int:
         return self.k.shape[3]
 
+    def keep_rows(self, rows: torch.Tensor) -> None:
+        """Moves rows `rows [R']` (long, ascending) to the front, in place: the first R'
+        rows are then those, and later forwards run on them alone."""
+        n = len(rows)
+        self.k[:, :n] = self.k[:, rows]
+        self.v[:, :n] = self.v[:, rows]
+        self.committed[:n] = self.committed[rows]
+
     def reset(self) -> None:
         """Forgets everything (a reused cache starts empty); the tensors stay allocated."""
         self.committed.zero_()
@@ -158,6 +166,23 @@ class CachedSession:
 
     def commit(self, positions: torch.Tensor, mask: torch.Tensor) -> None:
         self.cache.commit(self.slots(positions), self.rows(mask.bool()))
+
+    def keep_rows(self, rows: torch.Tensor) -> None:
+        """Keeps the sequences `rows [B']` (long, ascending) of the call and forgets the
+        others: positions, tokens and logits are then `[B', ...]`, in that order. The
+        engine drops finished sequences so that forwards skip them (`ActiveRows`)."""
+        B = self.batch_size
+        cache_rows = torch.cat([rows, rows + B]) if self.guided else rows
+        self.cache.keep_rows(cache_rows)
+        self.batch_size = len(rows)
+        self._prefill = GuidedLogits(*(None if x is None else x[rows] for x in (self._prefill.cond, self._prefill.uncond)))
+        if self.prompt_tokens is not None:
+            self.prompt_tokens = self.prompt_tokens[rows]
+        self.keep_row_state(cache_rows)
+
+    def keep_row_state(self, cache_rows: torch.Tensor) -> None:
+        """A subclass's own per-row state, kept at `cache_rows` (the cache's rows of the
+        kept sequences, `[cond; uncond]`)."""
 
     def relocate(self, sources: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> None:
         self.cache.relocate(self.slots(sources), self.slots(positions), self.rows(mask.bool()))

@@ -187,6 +187,12 @@ class MusicgenSession(CachedSession):
         self.cache.commit(slot0, torch.ones_like(slot0, dtype=torch.bool))
         self._prefill = self.split(logits)
 
+    def keep_row_state(self, cache_rows: torch.Tensor) -> None:
+        """The kept rows' text; its cross-attention keys and values are computed afresh by
+        the next forward."""
+        self.text, self.text_mask = self.text[cache_rows], self.text_mask[cache_rows]
+        self.cross, self.is_updated = DynamicCache(), {}
+
     def run(self, tokens: torch.Tensor, slots: torch.Tensor, segments: torch.Tensor | None = None,
             acts_as: torch.Tensor | None = None, visible: torch.Tensor | None = None) -> torch.Tensor:
         """Logits `[R, n, K, V + 1]` of steps `tokens [R, n, K]` at decoder positions `slots

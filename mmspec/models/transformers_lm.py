@@ -132,6 +132,9 @@ class TransformersSession(CachedSession):
         self.cache.commit(prompt_slots, mask)
         self._prefill = GuidedLogits(logits[:, -1:])
 
+    def keep_row_state(self, cache_rows: torch.Tensor) -> None:
+        self.first_position = self.first_position[cache_rows]
+
     def prompt_positions(self, ids: torch.Tensor, mask: torch.Tensor, condition: dict) -> torch.Tensor:
         if self.mrope and condition.get("mm_token_type_ids") is not None:
             grids = {k: condition.get(k) for k in ("image_grid_thw", "video_grid_thw")}

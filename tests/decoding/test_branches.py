@@ -10,6 +10,7 @@ from mmspec.metrics.losslessness import chi_square
 from tests.decoding.helpers import record_massless_drafts, tiny_model
 from tests.helpers import exact
 from tests.helpers.layouts import eol_layout
+from tests.helpers.sessions import cache_rows_as_they_leave
 
 SAMPLING = SamplingConfig(guidance_scale=2.0, top_k=8)
 
@@ -63,20 +64,28 @@ def test_branches_take_hits_and_need_fewer_forwards():
 
 
 def test_branch_cache_entries_end_where_a_teacher_forced_pass_puts_them():
-    """Kept branch nodes are computed at scratch slots and moved into place: afterwards the
-    committed cache equals a plain pass over the decoded tokens."""
+    """Kept branch nodes are computed at scratch slots and moved into place: the committed
+    cache of every sequence, when it leaves the batch and at the end, equals a plain pass
+    over the decoded tokens (the cond rows, then the uncond rows, of each sequence)."""
     model = tiny_model(vocab_size=16, block_size=16)
     labels = torch.tensor([0, 1, 2, 1])
     config = DecodingConfig(method="mc-sjd", window=6, branches=4, branch_slots=3, branch_length=2)
-    tokens, _, session, moved = decode_counting_relocations(model, labels, config, seed=3)
-    assert moved > 0
+    layout = model.layout()
+    session = model.start(labels, guided=True, extra_positions=extra_positions(layout, config))
+    rows = cache_rows_as_they_leave(session)
+    moved, relocate = [], session.relocate
+    session.relocate = lambda src, pos, mask: (moved.append(int(mask.sum())), relocate(src, pos, mask))
+    tokens, _ = decode_jacobi(session, layout, SAMPLING, config, torch.Generator().manual_seed(3))
+    assert sum(moved) > 0
+    committed, k, v = rows()
     reference = model.start(labels, guided=True)
     T = tokens.shape[1]
     reference.forward(tokens[:, : T - 1], torch.arange(T - 1).expand(len(labels), -1))
     P = model.config.cls_token_num
-    assert session.cache.committed[:, P : P + T - 1].all()
-    for kv, ref in ((session.cache.k, reference.cache.k), (session.cache.v, reference.cache.v)):
-        torch.testing.assert_close(kv[:, : 2 * len(labels), :, P : P + T - 1], ref[:, : 2 * len(labels), :, P : P + T - 1])
+    assert committed[:, P : P + T - 1].all()
+    order = torch.stack([torch.arange(len(labels)), torch.arange(len(labels)) + len(labels)], 1).flatten()  # seq 0 cond, uncond, ...
+    for kv, ref in ((k, reference.cache.k), (v, reference.cache.v)):
+        torch.testing.assert_close(kv[..., P : P + T - 1, :], ref[:, order].movedim(1, 0)[..., P : P + T - 1, :])
 
 
 def test_greedy_with_branches_reproduces_ar():

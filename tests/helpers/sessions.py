@@ -312,3 +312,28 @@ CASES = {
     "mesh-opt": mesh,
     "musicgen": musicgen,
 }
+
+
+def cache_rows_as_they_leave(session):
+    """Wraps `session.keep_rows` so that each sequence's cache rows are copied when it
+    leaves the batch; returns a function that, at the end of the call, gives every
+    sequence's (committed mask, keys, values) `[2B, ...]`: its cond row, then its uncond row."""
+    cache, keep_rows, B = session.cache, session.keep_rows, session.batch_size
+    held, saved = list(range(B)), {}
+
+    def save():
+        n = len(held)
+        for i, seq in enumerate(held):
+            saved[seq] = [(x[i].clone(), x[n + i].clone()) for x in (cache.committed, cache.k.movedim(1, 0), cache.v.movedim(1, 0))]
+
+    def recording(rows):
+        save()
+        held[:] = [held[i] for i in rows.tolist()]
+        keep_rows(rows)
+
+    def result():
+        save()
+        return [torch.stack([row for seq in range(B) for row in saved[seq][part]]) for part in range(3)]
+
+    session.keep_rows = recording
+    return result

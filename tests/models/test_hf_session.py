@@ -16,6 +16,7 @@ from mmspec.models.emu3 import Emu3Condition, Emu3ImageGenerator
 from mmspec.models.hf_session import DecoderSession
 from mmspec.models.janus import JanusCondition, JanusImageGenerator
 from mmspec.models.transformers_lm import TransformersLM
+from tests.helpers.sessions import cache_rows_as_they_leave
 from tests.helpers.tiny_models import EMU3_GRID, emu3_inputs, janus_inputs, tiny_emu3, tiny_janus
 
 BRANCHED = [
@@ -100,27 +101,31 @@ def test_text_lm_greedy_with_branches_reproduces_ar(config):
 
 def test_branch_cache_entries_end_where_a_teacher_forced_pass_puts_them(emu3):
     """Kept branch nodes are computed at scratch slots and moved into place by `relocate`:
-    afterwards the committed cache of a decode with branches equals a plain pass over the
-    decoded tokens (sampling, so that candidates are taken)."""
+    the committed cache of each sequence of a decode with branches, when it leaves the
+    batch and at the end, equals a plain pass over the decoded tokens (sampling, so that
+    candidates are taken)."""
     generator, condition = emu3
     layout = generator.layout()
     config = DecodingConfig(method="mc-sjd", window=4, branches=4, branch_slots=3, branch_length=2)
     sampling = SamplingConfig(guidance_scale=3.0, top_k=3)
     moved, taken_seeds = 0, 0
+    order = torch.tensor([0, 2, 1, 3])  # each sequence's cond row, then its uncond row
     for seed in range(6):
         session = generator.start(condition, guided=True, extra_positions=extra_positions(layout, config))
+        rows = cache_rows_as_they_leave(session)
         counts, relocate = [], session.relocate
         session.relocate = lambda src, pos, mask: (counts.append(int(mask.sum())), relocate(src, pos, mask))
         tokens, _ = decode_jacobi(session, layout, sampling, config, torch.Generator().manual_seed(seed))
         moved += sum(counts)
         taken_seeds += sum(counts) > 0
+        committed, k, v = rows()
         reference = generator.start(condition, guided=True)
         T = tokens.shape[1]
         reference.forward(tokens[:, : T - 1], torch.arange(T - 1).expand(2, -1))
         P = session.prefix_len
-        assert session.cache.committed[:, P : P + T - 1].all()
-        for kv, ref in ((session.cache.k, reference.cache.k), (session.cache.v, reference.cache.v)):
-            torch.testing.assert_close(kv[..., P : P + T - 1, :], ref[..., P : P + T - 1, :], atol=1e-5, rtol=0)
+        assert committed[:, P : P + T - 1].all()
+        for kv, ref in ((k, reference.cache.k), (v, reference.cache.v)):
+            torch.testing.assert_close(kv[..., P : P + T - 1, :], ref[:, order].movedim(1, 0)[..., P : P + T - 1, :], atol=1e-5, rtol=0)
     assert moved > 0 and taken_seeds > 1
 
 

@@ -181,6 +181,23 @@ def test_a_row_gives_the_same_logits_alone_and_in_the_batch(case, row):
     assert_same_logits(rows_of(out, slice(row, row + 1)), single, case.atol)
 
 
+@pytest.mark.parametrize("row", [0, 1])
+def test_a_kept_row_continues_as_if_the_other_had_never_been_there(case, row):
+    """`keep_rows` (the engine drops finished sequences from the batch): after two forwards
+    of both rows, the kept row's next forwards give its logits, its own position ids and
+    prompt included, and the session is then a batch of one."""
+    tokens = case.tokens()
+    T = tokens.shape[1]
+    expected = rows_of(case.reference([0, 1], tokens, case.guided), slice(row, row + 1))
+    session = committed(case, tokens, 2)
+    session.keep_rows(torch.tensor([row]))
+    assert session.batch_size == 1
+    assert_same_logits(session.prefill_logits(), pick(expected, slice(0, 1)), case.atol)
+    pos = positions(2, T - 1, batch=1)
+    assert_same_logits(session.forward(tokens[row : row + 1, 2 : T - 1], pos), pick(expected, slice(3, T)), case.atol)
+    session.commit(pos, ones(pos.shape))
+
+
 def test_scratch_positions_past_the_end_change_nothing(case):
     """Positions past the layout's length (reserved by `extra_positions`) carry windows that
     overhang the end; the real positions of the call are unaffected."""
