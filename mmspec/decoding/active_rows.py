@@ -44,12 +44,17 @@ class ActiveRows:
         if not self.shrinks:
             return
         keep = (~done).nonzero()[:, 0]
-        held = self.batch_size if self.rows is None else len(self.rows)
+        held = self.held
         if not len(keep) or (held - len(keep)) * 8 < held:  # compact once an eighth of the rows left
             return
         local = keep if self.rows is None else torch.searchsorted(self.rows, keep)
         self.session.keep_rows(local)
         self.rows, self.dropped = keep, self.batch_size - len(keep)
+
+    @property
+    def held(self) -> int:
+        """Sequences the session's forwards still run."""
+        return self.batch_size if self.rows is None else len(self.rows)
 
     def _take(self, x: torch.Tensor | None) -> torch.Tensor | None:
         return x if x is None or self.rows is None else x[self.rows]

@@ -222,7 +222,9 @@ class CostChooser:
         self.hits = None if fixed else DrafterHits(context.drafters, layout, device)
         self.drafter = context.drafters[0]
 
-    def choose(self, windows_per_row: int) -> Choice:
+    def choose(self, windows_per_row: float) -> Choice:
+        """`windows_per_row`: live windows per row of the curve's batch (below 1 when
+        finished sequences have left the forwards)."""
         cost = self.context.cost
         best, best_rate = None, -1.0
         for b in self.context.branch_settings:

@@ -293,7 +293,7 @@ class JacobiLoop:
             self.glue.begin_forward()
         logits = forward_steps(self.session, inputs.tokens, inputs.positions, inputs.segments, inputs.tree)
         if self.chooser is not None:
-            self.glue.end_forward(inputs.tokens.shape[1])
+            self.glue.end_forward(inputs.tokens.shape[1] * self.session.held / self.B)
         self.forwards += 1
         M = inputs.take.shape[1]  # the window inputs; branch nodes follow them
         main = logits if inputs.tree is None else GuidedLogits(*(None if x is None else x[:, :M] for x in (logits.cond, logits.uncond)))
@@ -463,7 +463,7 @@ class JacobiLoop:
             self.glue.begin_forward()
         logits = forward_steps(self.session, self.tokens[self.b, pos], pos)
         if self.chooser is not None:
-            self.glue.end_forward(1)
+            self.glue.end_forward(self.session.held / self.B)
         self.forwards += 1
         fresh = live[:, None] & ~self.kv_done.gather(1, pos)
         self.session.commit(pos, fresh)
@@ -489,7 +489,10 @@ class JacobiLoop:
         self.chooser.observe_commits(self.tokens, self.committed & ~self.committed_at_choice, self.committed)
         self.committed_at_choice = self.committed.clone()
         live = self.opened & (self.n < self.ends) & ~self.stopping.finished[:, None]
-        choice = self.chooser.choose(max(1, -(-int(live.sum()) // self.B)))
+        # the curve is the cost at all B rows; with fewer rows held, a forward costs about
+        # what the same inputs in all spread over B rows do
+        held = self.session.held
+        choice = self.chooser.choose(max(1, -(-int(live.sum()) // held)) * held / self.B)
         if choice.branches != self.choice.branches:  # kept branch drafts belong to the old setting
             self.branches.reset()
         self.choice = choice

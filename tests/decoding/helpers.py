@@ -42,7 +42,7 @@ class FickleChooser:
     def __init__(self, context: AutoContext, layout, device):
         self.context, self.count, self.last = context, 0, 0.0
 
-    def choose(self, windows_per_row: int) -> Choice:
+    def choose(self, windows_per_row: float) -> Choice:
         c, k = self.context, self.count
         self.count += 1
         branches = c.branch_settings[(k + int(self.last * 7)) % len(c.branch_settings)]
