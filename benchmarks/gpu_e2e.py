@@ -116,7 +116,7 @@ def loop_profile(model: LlamaGenGPT, batch: int, window: int, positions: int, de
     loop.prefill()
     steps = {"open_windows (first drafts)": 0.0, "pack_inputs": 0.0, "forward_and_verify": 0.0, "commit_and_slide": 0.0}
     iterations = 0
-    while not loop.stopping.all_done(loop.committed):
+    while not bool(loop.stopping.done(loop.committed).all()):
         live, seconds = timed(loop.open_windows, device)
         steps["open_windows (first drafts)"] += seconds
         inputs, seconds = timed(lambda: loop.pack_inputs(live), device)
