@@ -4,9 +4,9 @@ Run `mmspec demo` (127.0.0.1:7860 by default, the shipped model) or
 `mmspec demo --pipeline DIR --host 0.0.0.0 --port 8000`; any saved pipeline of any family
 works. A raster image pipeline (LlamaGen, Emu3, Janus, Lumina-mGPT / Anole; class- or
 prompt-conditioned) fills the Images tab; a pipeline of another family (captioner, mesh,
-speech, video, LPD) fills its own tab, and the Images tab then shows the shipped image model. The app only lays out
-widgets and calls the pipelines, through what each says of itself (`condition_kind`,
-`class_names`, `token_grid`, ...).
+speech, video, LPD) fills its own tab, and the Images tab then shows the shipped image
+model. The app only lays out widgets and calls the pipelines, through what each says of
+itself (`condition_kind`, `class_names`, `token_grid`, ...).
 
 Its API has one endpoint per action, each with named parameters and outputs: `/generate`
 (images), `/generate_lpd`, `/caption` and `/draw_shapes`, `/generate_mesh`, `/speak` and

@@ -37,16 +37,14 @@ class ActiveRows:
         self.rows = None
         self.dropped = 0
 
-    def drop(self, done: torch.Tensor) -> None:
-        """Drops the sequences where `done [B]` (bool) from the session's forwards, when the
-        session can, some are left to decode, and at least an eighth of the rows it holds
-        are done (each drop copies the cache). Call it when their number changed."""
-        if not self.shrinks:
+    def drop(self, done: torch.Tensor, count: int) -> None:
+        """Drops the sequences where `done [B]` (bool; `count` of them) from the session's
+        forwards, when the session can, some are left to decode, and at least an eighth of
+        the rows it holds are done (each drop copies the cache)."""
+        held, left = self.held, self.batch_size - count
+        if not self.shrinks or not left or (held - left) * 8 < held:
             return
         keep = (~done).nonzero()[:, 0]
-        held = self.held
-        if not len(keep) or (held - len(keep)) * 8 < held:  # compact once an eighth of the rows left
-            return
         local = keep if self.rows is None else torch.searchsorted(self.rows, keep)
         self.session.keep_rows(local)
         self.rows, self.dropped = keep, self.batch_size - len(keep)

@@ -50,18 +50,19 @@ def decode_ar(
         tokens[:, t] = draw_step(logits, t, layout, sampling, generator, tokens, committed, processors, prompt)
         committed[:, t] = True
         stopping.update(tokens, committed)
+        done = stopping.done(committed)
         if on_step:
-            on_step(int(stopping.done(committed).sum()) // B, T)
+            on_step(int(done.sum()) // B, T)
         if on_commit:
             on_commit(tokens[..., 0] if K == 1 else tokens)
         if t == T - 1:
             break
-        finished = stopping.done(committed).all(1)
+        finished = done.all(1)
         count = int(finished.sum())
         if count == B:
             break
         if count > session.dropped:  # finished sequences leave the forwards
-            session.drop(finished)
+            session.drop(finished, count)
         # 2. forward it and commit its cache slot (its keys were computed on committed context)
         pos = torch.full((B, 1), t, dtype=torch.long, device=device)
         logits = forward_steps(session, tokens[:, t : t + 1], pos)

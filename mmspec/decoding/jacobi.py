@@ -447,9 +447,10 @@ class JacobiLoop:
     def drop_finished(self) -> int:
         """Steps done over the batch; drops the sequences that just finished from the forwards."""
         done = self.stopping.done(self.committed)
-        steps, finished = torch.stack([done.sum(), done.all(1).sum()]).tolist()
-        if finished > self.session.dropped:
-            self.session.drop(done.all(1))
+        finished = done.all(1)
+        steps, count = torch.stack([done.sum(), finished.sum()]).tolist()
+        if count > self.session.dropped:
+            self.session.drop(finished, count)
         return steps
 
     def ar_step(self) -> None:

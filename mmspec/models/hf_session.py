@@ -124,6 +124,7 @@ class DecoderSession(CachedSession):
     """
 
     supports_tree = True
+    row_state = ("first_position",)
 
     def __init__(self, decoder: nn.Module, embed: Callable, head: Callable, prompt_embeds: torch.Tensor,
                  prompt_mask: torch.Tensor, *, batch_size: int, guided: bool, steps: int, extra_positions: int = 0):
@@ -141,9 +142,6 @@ class DecoderSession(CachedSession):
         hidden = decoder_forward(decoder, prompt_embeds, positions, self.cache, prompt_slots, key_valid=prompt_mask)
         self.cache.commit(prompt_slots, prompt_mask)
         self._prefill = self.split(head(hidden[:, -1:]).float())
-
-    def keep_row_state(self, cache_rows: torch.Tensor) -> None:
-        self.first_position = self.first_position[cache_rows]
 
     @torch.no_grad()
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor | None = None,

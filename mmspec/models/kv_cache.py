@@ -126,7 +126,10 @@ class CachedSession:
     """What every TokenSession over a `StaticKVCache` shares: the batch's cache rows
     `[cond; uncond]` under CFG, and the map from generated positions to cache slots (the
     condition prefix takes the first `prefix_len` slots, the `steps` generated positions
-    the next ones, and the engine's scratch positions the rest)."""
+    the next ones, and the engine's scratch positions the rest). `row_state` names a
+    subclass's tensors with one entry per cache row, which `keep_rows` keeps."""
+
+    row_state: tuple[str, ...] = ()
 
     def __init__(self, cache: StaticKVCache, prefix_len: int, *, batch_size: int, guided: bool, steps: int):
         self.cache, self.prefix_len = cache, prefix_len
@@ -178,11 +181,8 @@ class CachedSession:
         self._prefill = GuidedLogits(*(None if x is None else x[rows] for x in (self._prefill.cond, self._prefill.uncond)))
         if self.prompt_tokens is not None:
             self.prompt_tokens = self.prompt_tokens[rows]
-        self.keep_row_state(cache_rows)
-
-    def keep_row_state(self, cache_rows: torch.Tensor) -> None:
-        """A subclass's own per-row state, kept at `cache_rows` (the cache's rows of the
-        kept sequences, `[cond; uncond]`)."""
+        for name in self.row_state:
+            setattr(self, name, getattr(self, name)[cache_rows])
 
     def relocate(self, sources: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> None:
         self.cache.relocate(self.slots(sources), self.slots(positions), self.rows(mask.bool()))

@@ -164,6 +164,7 @@ class MusicgenSession(CachedSession):
     the view of the position it stands for."""
 
     supports_tree = True
+    row_state = ("text", "text_mask")
 
     def __init__(self, model: nn.Module, states: torch.Tensor, mask: torch.Tensor, *, guided: bool, steps: int,
                  extra_positions: int = 0):
@@ -187,10 +188,10 @@ class MusicgenSession(CachedSession):
         self.cache.commit(slot0, torch.ones_like(slot0, dtype=torch.bool))
         self._prefill = self.split(logits)
 
-    def keep_row_state(self, cache_rows: torch.Tensor) -> None:
-        """The kept rows' text; its cross-attention keys and values are computed afresh by
-        the next forward."""
-        self.text, self.text_mask = self.text[cache_rows], self.text_mask[cache_rows]
+    def keep_rows(self, rows: torch.Tensor) -> None:
+        """As every cached session; the kept rows' text keys and values are computed afresh
+        by the next forward."""
+        super().keep_rows(rows)
         self.cross, self.is_updated = DynamicCache(), {}
 
     def run(self, tokens: torch.Tensor, slots: torch.Tensor, segments: torch.Tensor | None = None,

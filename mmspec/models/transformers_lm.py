@@ -97,6 +97,7 @@ class TransformersSession(CachedSession):
     its position by its position id, and sees what its row of `visible` names."""
 
     supports_tree = True
+    row_state = ("first_position",)
 
     def __init__(self, model: nn.Module, condition: dict, max_new_tokens: int, extra_positions: int):
         ids = condition.get("input_ids")
@@ -131,9 +132,6 @@ class TransformersSession(CachedSession):
         logits = self.run(dict(input_ids=ids, **vision), positions, prompt_slots, key_valid=mask)
         self.cache.commit(prompt_slots, mask)
         self._prefill = GuidedLogits(logits[:, -1:])
-
-    def keep_row_state(self, cache_rows: torch.Tensor) -> None:
-        self.first_position = self.first_position[cache_rows]
 
     def prompt_positions(self, ids: torch.Tensor, mask: torch.Tensor, condition: dict) -> torch.Tensor:
         if self.mrope and condition.get("mm_token_type_ids") is not None:
