@@ -23,13 +23,20 @@ An image is a block of the sequence that starts with the start-of-image token:
 * Lumina-mGPT (`style="lumina"`): start-of-image, the height and width in 32-pixel grids as
   the tokens `<reserved{8800 + n:05d}>`, then `rows` rows of `cols` image tokens, each
   closed by the new-line token `<reserved08799>`, then end-of-image (`FlexARItemProcessor`);
-* Anole (`style="anole"`): start-of-image, `rows * cols` image tokens, end-of-image.
+* Anole (`style="anole"`): start-of-image, then `rows * cols` image tokens in raster order,
+  no grid tokens and no new lines (LANTERN's `modeling_anole_kv.py` generates 1024 = 32 x 32
+  of them and writes no end-of-image; Meta's and GAIR's Chameleon code appends it).
 
 The start-of-image and grid tokens end the prompt (the layout fixes them, so they are the
 condition, not drafts); the layout is the grid of what follows, new lines forced in its
 last column; the pipeline appends the end-of-image token. Under CFG the unconditional rows
-run what Lumina-mGPT's `LLMImageStartTriggeredUnbatchedClassifierFreeGuidanceLogitsProcessor`
-runs: the sequence from the image start on, with its own cache (here: its own rows).
+run, with their own cache (here: their own rows):
+
+* Lumina-mGPT: what its `LLMImageStartTriggeredUnbatchedClassifierFreeGuidanceLogitsProcessor`
+  runs, the sequence from the image start on;
+* Anole: `<s>` then the image start, at positions 0 and 1 (LANTERN's
+  `ChameleonForConditionalGeneration.generate`; Meta's `ImageDecoder` in GAIR's Anole code
+  uses the same unconditional row).
 
 Example:
     >>> from transformers import ChameleonForConditionalGeneration  # doctest: +SKIP
@@ -54,7 +61,7 @@ from mmspec.models.hf_session import DecoderSession
 logger = logging.getLogger(__name__)
 
 STYLES = ("lumina", "anole")
-IMAGE_START, IMAGE_END = "<racm3:break>", "<eoss>"
+BOS, IMAGE_START, IMAGE_END = "<s>", "<racm3:break>", "<eoss>"
 NEW_LINE = "<reserved08799>"
 GRID_PIXELS = 32  # Lumina-mGPT's grid unit: one grid is 2 x 2 image tokens of the 16x-downsampling VQGAN
 
@@ -159,7 +166,7 @@ class ChameleonImageGenerator:
         vocab = model.config.vocabulary_map or {}
         mapping = model.model.vocabulary_mapping
         self.image_ids = torch.tensor(mapping.image_tokens, dtype=torch.long)
-        names = [IMAGE_START, IMAGE_END] + ([NEW_LINE, grid_token_name(rows // 2), grid_token_name(cols // 2)] if style == "lumina" else [])
+        names = [IMAGE_START, IMAGE_END] + ([NEW_LINE, grid_token_name(rows // 2), grid_token_name(cols // 2)] if style == "lumina" else [BOS])
         missing = [n for n in names if n not in vocab]
         if missing or not len(self.image_ids):
             raise ValueError(f"the model's vocabulary_map lacks {', '.join(missing) or 'image tokens (IMGIMG...)'}: not a Chameleon image model")
@@ -168,6 +175,9 @@ class ChameleonImageGenerator:
         self.prefix = [self.image_start_id]
         if style == "lumina":
             self.prefix += [vocab[grid_token_name(rows // 2)], vocab[grid_token_name(cols // 2)]]
+        # what the unconditional rows run before the image: Lumina-mGPT's the image prefix alone,
+        # Anole's (LANTERN's `generate`) `<s>` and the image start
+        self.unconditional_prefix = list(self.prefix) if style == "lumina" else [vocab[BOS], *self.prefix]
         self.mask_image_logits = bool(getattr(model.config, "mask_image_logits", False))
 
     @property
@@ -233,7 +243,8 @@ class ChameleonImageGenerator:
 
     def _rows(self, condition: ChameleonCondition, guided: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """Token ids and bool mask `[R, P]`: the prompts and the image prefix, then (guided)
-        the image prefix alone, left-padded."""
+        the unconditional prefix (Lumina: the image prefix alone; Anole: `<s>` and the image
+        start), left-padded."""
         ids = torch.as_tensor(condition.input_ids)
         if ids.dim() != 2 or ids.shape[0] == 0:
             raise ValueError(f"input_ids must be a [B, P] batch, got {tuple(ids.shape)}")
@@ -246,13 +257,17 @@ class ChameleonImageGenerator:
         if not guided:
             return ids, mask.bool()
         pad = self.model.config.pad_token_id
-        null, null_mask = left_pad(prefix, torch.ones_like(prefix), ids.shape[1], 0 if pad is None else pad)
+        pad = 0 if pad is None else pad
+        null = torch.tensor(self.unconditional_prefix, dtype=ids.dtype, device=ids.device).expand(B, -1)
+        length = max(ids.shape[1], null.shape[1])  # Anole's null row may outgrow an empty prompt's
+        ids, mask = left_pad(ids, mask, length, pad)
+        null, null_mask = left_pad(null, torch.ones_like(null), length, pad)
         return torch.cat([ids, null]), torch.cat([mask, null_mask]).bool()
 
     @torch.no_grad()
     def start(self, condition: ChameleonCondition, *, guided: bool, extra_positions: int = 0) -> DecoderSession:
-        """Prefills the prompts with the image prefix (and the unconditional image prefix
-        when `guided`); returns the session.
+        """Prefills the prompts with the image prefix (and the unconditional prefix when
+        `guided`); returns the session.
 
         Args:
             condition (`ChameleonCondition`): tokenized prompts, without the image prefix.

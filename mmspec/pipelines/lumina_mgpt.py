@@ -3,14 +3,19 @@ Chameleon's plain image block), decoded by any mmspec method, as Lumina-mGPT gen
 
 * the prompt is Lumina-mGPT's single turn, `<s>Generate an image of {W}x{H} according to
   the following prompt:\\n{prompt}<reserved08706>` (`FlexARItemProcessor` and its
-  `Conversation` template); Anole's is `<s>{prompt}`;
+  `Conversation` template); Anole's is `<s>{prompt}<reserved08706>` (the end of turn), as
+  LANTERN's `ChameleonForConditionalGeneration.generate` (`models/kv_variants/modeling_anole_kv.py`)
+  and GAIR's `text2image.py` build it;
 * the image block is start-of-image, the height and width grid tokens, rows of image tokens
   each closed by a new line, end-of-image: the layout forces all but the image tokens;
+  Anole's is start-of-image and the image tokens alone (32 x 32 of them in the original);
 * CFG as `LLMImageStartTriggeredUnbatchedClassifierFreeGuidanceLogitsProcessor` applies it:
   on logits, `u + s * (c - u)`, where the unconditional rows run the image block alone;
+  Anole's unconditional rows run `<s>` and the image start (LANTERN's `generate`);
 * top-k 2000 over the image tokens (the other tokens are masked first, as its
   `MultiModalLogitsProcessor` does before its `InterleavedTopKLogitsWarper`), CFG 4.0,
-  temperature 1.0: the README's settings for Lumina-mGPT-7B-768.
+  temperature 1.0: the README's settings for Lumina-mGPT-7B-768; for Anole CFG 3.0, top-k
+  2000, temperature 1.0 (LANTERN's `entrypoints/generate_images.py` defaults).
 
 Images decode with Meta's VQGAN (`mmspec.tokenizers.chameleon_vqgan`).
 
@@ -40,6 +45,7 @@ from mmspec.pipelines.pipeline_utils import (
     load_transformers,
     pop_dtype,
     read_index,
+    resolve_sampling,
     sampling_config,
 )
 from mmspec.utils.json_files import write_json
@@ -47,8 +53,11 @@ from mmspec.tokenizers.chameleon_vqgan import ChameleonVQGANDecoder
 
 # Lumina-mGPT's README: `create_logits_processor(cfg=4.0, image_top_k=2000)`, temperature 1.0
 DEFAULT_SAMPLING = dict(guidance_scale=4.0, top_k=2000)
+# LANTERN's `entrypoints/generate_images.py` for Anole: --cfg 3.0 --top_k 2000 --temperature 1.0 --top_p 1.0
+ANOLE_SAMPLING = dict(guidance_scale=3.0, top_k=2000)
+STYLE_SAMPLING = {"lumina": DEFAULT_SAMPLING, "anole": ANOLE_SAMPLING}
 TEMPLATE = "Generate an image of {width}x{height} according to the following prompt:\n{prompt}"
-SEPARATOR = "<reserved08706>"  # the end of a turn in Lumina-mGPT's `Conversation`
+SEPARATOR = "<reserved08706>"  # the end of a turn: Lumina-mGPT's `Conversation`, Anole's prompt (8710)
 PIXELS_PER_TOKEN = 16
 DEFAULT_SIZE = {"lumina": 768, "anole": 512}
 
@@ -171,6 +180,11 @@ class LuminaMGPTPipeline(TransformersImagePipeline):
     def token_vocab_size(self) -> int:
         return self.model.lm_head.weight.shape[0]
 
+    @property
+    def default_sampling(self) -> dict:
+        """The style's recipe: Lumina-mGPT's README (CFG 4.0) or LANTERN's Anole defaults (CFG 3.0)."""
+        return resolve_sampling(STYLE_SAMPLING[self.style])
+
     def max_images_for(self, grid: tuple[int, int]) -> int:
         c = self.model.config
         return images_within_budget(c.num_hidden_layers, c.num_key_value_heads or c.num_attention_heads,
@@ -184,11 +198,11 @@ class LuminaMGPTPipeline(TransformersImagePipeline):
         bos = tok.bos_token_id
         if bos is None:
             raise ValueError("the tokenizer has no BOS token (<s>); load Lumina-mGPT's or Anole's own tokenizer")
-        if self.style == "anole":
-            return [bos, *tok.encode(prompt, add_special_tokens=False)]
         sep = tok.convert_tokens_to_ids(SEPARATOR)
         if sep is None or sep == tok.unk_token_id:
-            raise ValueError(f"the tokenizer has no {SEPARATOR} token: not Lumina-mGPT's tokenizer")
+            raise ValueError(f"the tokenizer has no {SEPARATOR} token: not Lumina-mGPT's or Anole's tokenizer")
+        if self.style == "anole":  # LANTERN: `[0] + tokenize_text(prompt) + [8710, 8197]`, the image start added later
+            return [bos, *tok.encode(prompt, add_special_tokens=False), sep]
         text = TEMPLATE.format(width=width, height=height, prompt=prompt)
         return [bos, *tok.encode(text, add_special_tokens=False), sep]
 
@@ -235,8 +249,9 @@ class LuminaMGPTPipeline(TransformersImagePipeline):
             prompt (`str` or `list[str]`): the prompts.
             decoding (`str` or `DecodingConfig`, *optional*, defaults to "auto"): any method
                 of `mmspec.decoding` ("ar", "sjd", "mc-sjd", "mc-sjd+lantern", ...).
-            guidance_scale (`float`, *optional*, defaults to 4.0): CFG scale (1 disables it);
-                the unconditional rows run the image block alone, as Lumina-mGPT's do.
+            guidance_scale (`float`, *optional*, defaults to 4.0, Anole 3.0): CFG scale (1
+                disables it); the unconditional rows run the image block alone, as
+                Lumina-mGPT's do (Anole's: `<s>` and the image start, as LANTERN's).
             temperature, top_k, top_p (*optional*): sampling; default 1.0, 2000, 1.0.
             guidance_interval (`tuple[int, int]`, *optional*): positions where CFG applies.
             height, width (`int`, *optional*): pixels, multiples of 32 (Lumina) or 16 (Anole);

@@ -1,5 +1,7 @@
 """The Lumina-mGPT fixture (`tests/fixtures/lumina_mgpt`): a tiny random Chameleon whose
-weights, config and reference outputs came from Lumina-mGPT's own code (`make_fixture.py`)."""
+weights, config and reference outputs came from Lumina-mGPT's own code (`make_fixture.py`);
+the Anole fixture (`tests/fixtures/anole`) is the same for LANTERN's Anole code, with the
+same vocabulary (so `tiny_tokenizer` serves both)."""
 
 import json
 from pathlib import Path
@@ -14,6 +16,7 @@ from mmspec.tokenizers.chameleon_vqgan import ChameleonVQGANDecoder, VQGANConfig
 from tests.helpers import FIXTURES
 
 FIXTURE = FIXTURES / "lumina_mgpt"
+ANOLE_FIXTURE = FIXTURES / "anole"
 WORDS = ["Generate", "an", "image", "of", "according", "to", "the", "following", "prompt", ":", "a", "cat", "dog", "red"]
 
 
@@ -35,22 +38,24 @@ def tiny_vqgan() -> ChameleonVQGANDecoder:
                                              num_res_blocks=0, resolution=32)).eval()
 
 
-def lumina_config(**overrides) -> tf.ChameleonConfig:
-    """The fixture's config, as transformers 5 reads the `config.json` Lumina's class wrote."""
-    saved = json.loads((FIXTURE / "config.json").read_text())
-    for key in ("lumina_mgpt_commit", "transformers_version_used", "transformers_version", "_name_or_path",
-                "architectures", "model_type"):
+def lumina_config(fixture: Path = FIXTURE, **overrides) -> tf.ChameleonConfig:
+    """A fixture's config, as transformers 5 reads the `config.json` the original's class
+    wrote (Lumina-mGPT's by default, `ANOLE_FIXTURE` for LANTERN's Anole)."""
+    saved = json.loads((fixture / "config.json").read_text())
+    for key in ("lumina_mgpt_commit", "lantern_commit", "transformers_version_used", "transformers_version",
+                "_name_or_path", "architectures", "model_type"):
         saved.pop(key, None)
     saved.update(overrides)
     return tf.ChameleonConfig(**saved)
 
 
-def fixture_model(attn: str = "eager", **overrides):
-    config = lumina_config(**overrides)
+def fixture_model(attn: str = "eager", fixture: Path = FIXTURE, **overrides):
+    """The fixture's model (Lumina-mGPT's by default, `ANOLE_FIXTURE` for Anole's) in float32."""
+    config = lumina_config(fixture, **overrides)
     config._attn_implementation = attn
     torch.manual_seed(0)
     model = tf.ChameleonForConditionalGeneration(config).eval()
-    state = {k: v.float() for k, v in torch.load(FIXTURE / "model.pt", weights_only=True).items()}
+    state = {k: v.float() for k, v in torch.load(fixture / "model.pt", weights_only=True).items()}
     missing, unexpected = model.load_state_dict(expand_qk_norms(state, config), strict=False)
     assert not unexpected and all(k.startswith("model.vqmodel.") for k in missing), (missing, unexpected)
     return model

@@ -37,7 +37,7 @@ def test_prompt_is_lumina_mgpts_template(pipe):
                      "a", "cat", "<reserved08706>"]
     assert ids[-1] == 8710  # the separator, which is also Lumina-mGPT's EOS
     anole = LuminaMGPTPipeline(pipe.model, pipe.processor, pipe.vqgan, style="anole", height=32, width=48)
-    assert anole.prompt_ids("a cat", 32, 48) == [0, 8820, 8821]
+    assert anole.prompt_ids("a cat", 32, 48) == [0, 8820, 8821, 8710]  # LANTERN's: <s> prompt <reserved08706>
     assert anole.token_grid == (2, 3)
 
 
