@@ -28,20 +28,23 @@ correctness of the exported model is written into its `model_index.json`.
 
 from __future__ import annotations
 
-import argparse
 import json
+import sys
 import time
 from pathlib import Path
+
+if not __package__:  # run as `python scripts/train_captioner.py`: as with PYTHONPATH=., the repository root
+    sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 import torch
 from tqdm import tqdm
-from train_default_model import Stage  # same folder: the resumable training loop
 
 from mmspec.datasets.shape_captions import COLOUR_NAMES, SIZES, caption, caption_correct, load_scenes, render_scenes
 from mmspec.datasets.shapes import NUM_CLASSES
 from mmspec.models.captioner import (IMAGE_TOKENS, PROMPT, STYLE_PROMPT, build_processor, captioner_config, default_prompt,
                                      draft_texts, train_tokenizer)
+from scripts._training import Stage, script_parser, start
 
 ASSETS = Path(__file__).resolve().parents[1] / "mmspec" / "assets" / "captioner"
 TOKENIZER_CAPTIONS = 5000
@@ -225,11 +228,7 @@ def export(assets: Path, model, processor, seed: int, tower_steps: int, steps: i
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work", default="outputs/train_captioner", help="checkpoints (default outputs/train_captioner)")
-    parser.add_argument("--assets", default=str(ASSETS), help="export folder (default: the packaged mmspec/assets/captioner)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    parser = script_parser(__doc__, "outputs/train_captioner", ASSETS, threads=1)
     parser.add_argument("--tower-steps", type=int, default=TOWER_STEPS, help=f"vision tower steps (default {TOWER_STEPS})")
     parser.add_argument("--steps", type=int, default=STEPS, help=f"captioner steps (default {STEPS})")
     parser.add_argument("--eval-every", type=int, default=250, help="steps between held-out checks; 0 for none")
@@ -237,9 +236,7 @@ def main() -> None:
     if args.steps < 1 or args.tower_steps < 1 or args.eval_every < 0:
         parser.error(f"--steps and --tower-steps must be >= 1 and --eval-every >= 0, got {args.steps}, "
                      f"{args.tower_steps} and {args.eval_every}")
-    torch.set_num_threads(args.threads)
-    work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
+    work = start(args)
     started = time.perf_counter()
     model, processor = train(work, args.seed, args.steps, args.tower_steps, args.eval_every)
     accuracy = caption_accuracy(model, processor)

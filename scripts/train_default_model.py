@@ -31,24 +31,25 @@ config per component) and the classifier beside them, to `--assets`.
 
 from __future__ import annotations
 
-import argparse
 import json
-import math
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+if not __package__:  # run as `python scripts/train_default_model.py`: as with PYTHONPATH=., the repository root
+    sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+
 import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
-from tqdm import tqdm
 
 from mmspec.assets import DEFAULT_ASSETS
-from mmspec.io.files import atomic_write
 from mmspec.datasets.shapes import CLASS_NAMES, IMAGE_SIZE, NUM_CLASSES, load_split
 from mmspec.metrics.classifier import ClassifierConfig, ShapesClassifier, random_blur
 from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
+from scripts._training import SAVE_EVERY_S, Stage, bf16, cached_chunks, script_parser, start, train_classifier_stage
 
 VQ_CONFIG = VQConfig(
     codebook_size=512,
@@ -71,11 +72,6 @@ DEC_STEPS, DEC_BATCH, DEC_LR = 600, 16, 5e-4
 GPT_IMAGES, GPT_STEPS, GPT_BATCH, GPT_LR = 60_000, 8000, 32, 1.5e-3
 TOKEN_CHUNK = 1000  # images rendered and encoded at a time
 CLF_IMAGES, CLF_STEPS, CLF_BATCH, CLF_LR = 10_000, 800, 64, 2e-3
-SAVE_EVERY_S = 120  # seconds between checkpoints
-
-
-def bf16():
-    return torch.autocast("cpu", dtype=torch.bfloat16)
 
 
 def random_crops(x: torch.Tensor, size: int, generator: torch.Generator) -> torch.Tensor:
@@ -84,69 +80,6 @@ def random_crops(x: torch.Tensor, size: int, generator: torch.Generator) -> torc
     B, _, H, W = x.shape
     dy, dx = (4 * torch.randint((H - size) // 4 + 1, (2, B), generator=generator)).tolist()
     return torch.stack([x[i, :, dy[i] : dy[i] + size, dx[i] : dx[i] + size] for i in range(B)])
-
-
-def lr_at(step: int, total: int, peak: float, warmup: int) -> float:
-    """Linear warm-up, then cosine decay to a tenth of the peak."""
-    if step < warmup:
-        return peak * (step + 1) / warmup
-    progress = (step - warmup) / max(total - warmup, 1)
-    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
-
-
-class Stage:
-    """A resumable training loop: model, optimizer, data generator and step counter saved
-    together to `work/<name>.pt` every `SAVE_EVERY_S` seconds and at the end."""
-
-    def __init__(self, name: str, work: Path, model: torch.nn.Module, lr: float, seed: int, weight_decay: float):
-        self.path = work / f"{name}.pt"
-        self.name, self.model = name, model
-        decay = [p for p in model.parameters() if p.dim() >= 2]
-        no_decay = [p for p in model.parameters() if p.dim() < 2]
-        self.opt = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=lr, betas=(0.9, 0.95),
-        )
-        self.generator = torch.Generator().manual_seed(seed)
-        self.step = 0
-        self.extra: dict[str, torch.Tensor] = {}
-        if self.path.exists():
-            ckpt = torch.load(self.path, weights_only=True)
-            model.load_state_dict(ckpt["model"])
-            self.opt.load_state_dict(ckpt["opt"])
-            self.generator.set_state(ckpt["generator"])
-            self.step, self.extra = int(ckpt["step"]), ckpt["extra"]
-            print(f"[{name}] resumed from {self.path} at step {self.step}")
-        self._saved_at = time.monotonic()
-
-    def save(self, force: bool = False) -> None:
-        if force or time.monotonic() - self._saved_at > SAVE_EVERY_S:
-            state = {"model": self.model.state_dict(), "opt": self.opt.state_dict(), "generator": self.generator.get_state(),
-                     "step": self.step, "extra": self.extra}
-            atomic_write(self.path, lambda tmp: torch.save(state, tmp))
-            self._saved_at = time.monotonic()
-
-    def update(self, loss: torch.Tensor, max_grad_norm: float | None = None) -> None:
-        """One optimiser step on `loss`, with the gradient norm clipped if asked."""
-        self.opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_grad_norm)
-        self.opt.step()
-
-    def run(self, total: int, peak_lr: float, warmup: int, step_fn) -> None:
-        """Calls `step_fn() -> dict of floats` (the loss, logged) until `total` steps."""
-        self.model.train()
-        with tqdm(total=total, initial=self.step, desc=self.name, unit="step") as bar:
-            while self.step < total:
-                for group in self.opt.param_groups:
-                    group["lr"] = lr_at(self.step, total, peak_lr, warmup)
-                logs = step_fn()
-                self.step += 1
-                bar.update(1)
-                bar.set_postfix({k: f"{v:.4g}" for k, v in logs.items()})
-                self.save(force=self.step == total)
-        self.model.eval()
 
 
 def edge_weights(x: torch.Tensor, edge_weight: float) -> torch.Tensor:
@@ -230,26 +163,6 @@ def finetune_vq_decoder(work: Path, seed: int, vq: LlamaGenVQ) -> LlamaGenVQ:
     return vq
 
 
-def cached_chunks(path: Path, n: int, key: str, empty: torch.Tensor, make, chunk: int,
-                  save_every_s: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """The first `n` rows of `key` and their labels, cached in `path`: `make(start, count)`
-    gives `(rows, labels)` for items `start .. start + count - 1`, `chunk` items at a time.
-    Saved at least every `save_every_s` seconds (0: after every chunk) and at the end; a
-    rerun continues after the last save, or reads a prefix when fewer rows are asked for."""
-    saved = torch.load(path, weights_only=True) if path.exists() else {key: empty, "labels": torch.zeros(0, dtype=torch.long)}
-    rows, labels = [saved[key]], [saved["labels"]]
-    saved_at = time.monotonic()
-    for start in tqdm(range(len(saved["labels"]), n, chunk), desc=path.stem, unit="chunk"):
-        more, more_labels = make(start, min(chunk, n - start))
-        rows.append(more)
-        labels.append(more_labels)
-        if start + chunk >= n or time.monotonic() - saved_at >= save_every_s:
-            rows, labels = [torch.cat(rows)], [torch.cat(labels)]
-            atomic_write(path, lambda tmp: torch.save({key: rows[0], "labels": labels[0]}, tmp))
-            saved_at = time.monotonic()
-    return torch.cat(rows)[:n], torch.cat(labels)[:n]
-
-
 @torch.no_grad()
 def encode_tokens(work: Path, vq: LlamaGenVQ, n_images: int) -> tuple[torch.Tensor, torch.Tensor]:
     """VQ codes `[n_images, 256]` and labels of the first `n_images` training images, cached
@@ -306,23 +219,9 @@ def augment(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
 def train_classifier(work: Path, seed: int) -> ShapesClassifier:
     torch.manual_seed(seed + 2)
     clf = ShapesClassifier(CLASSIFIER_CONFIG)
-    stage = Stage("classifier", work, clf, CLF_LR, seed + 2, weight_decay=0.01)
-    if stage.step >= CLF_STEPS:
-        return clf.eval()
-    images, labels = load_split("train", CLF_IMAGES)
-
-    def step():
-        idx = torch.randint(len(images), (CLF_BATCH,), generator=stage.generator)
-        x, y = images[idx], labels[idx]
-        x = augment(x, stage.generator)
-        with bf16():
-            logits = clf(x)
-        loss = F.cross_entropy(logits.float(), y)
-        stage.update(loss)
-        return {"loss": loss.item()}
-
-    stage.run(CLF_STEPS, CLF_LR, warmup=20, step_fn=step)
-    return clf
+    train_classifier_stage(work, clf, seed + 2, CLF_LR, CLF_STEPS, CLF_BATCH, lambda: load_split("train", CLF_IMAGES), augment,
+                           autocast=True)
+    return clf.eval()
 
 
 def export(assets: Path, vq: LlamaGenVQ, gpt: LlamaGenGPT, clf: ShapesClassifier, sampling: dict, seed: int) -> None:
@@ -346,11 +245,7 @@ def export(assets: Path, vq: LlamaGenVQ, gpt: LlamaGenGPT, clf: ShapesClassifier
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work", default="outputs/train", help="checkpoints (default outputs/train)")
-    parser.add_argument("--assets", default=str(DEFAULT_ASSETS), help="export folder (default: the packaged mmspec/assets/default)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
+    parser = script_parser(__doc__, "outputs/train", DEFAULT_ASSETS, threads=2)
     parser.add_argument("--gpt-steps", type=int, default=GPT_STEPS, help=f"GPT training steps (default {GPT_STEPS})")
     parser.add_argument("--gpt-images", type=int, default=GPT_IMAGES, help=f"training images the GPT sees (default {GPT_IMAGES})")
     parser.add_argument("--no-compile", action="store_true", help="train the GPT eagerly, without torch.compile")
@@ -361,9 +256,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.gpt_steps < 1 or args.gpt_images < 1:
         parser.error(f"--gpt-steps and --gpt-images must be >= 1, got {args.gpt_steps} and {args.gpt_images}")
-    torch.set_num_threads(args.threads)
-    work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
+    work = start(args)
     started = time.perf_counter()
     vq = train_vq(work, args.seed, lambda: load_split("train", VQ_IMAGES)[0])
     tokens, labels = encode_tokens(work, vq, args.gpt_images)

@@ -1,7 +1,7 @@
 """Trains the shipped LPD model on Shapes and exports it to mmspec/assets/lpd/.
 
 Stages, each checkpointing to the work directory and resuming from there on a rerun
-(the resumable `Stage` loop of `train_default_model.py`):
+(the resumable `Stage` loop of `scripts/_training.py`):
 
 1. `tokens`: Shapes training images encoded by the shipped image VQ (the raster model's
    tokens: `encode_tokens` of `train_default_model.py`);
@@ -22,13 +22,15 @@ Stages, each checkpointing to the work directory and resuming from there on a re
 
 from __future__ import annotations
 
-import argparse
+import sys
 import time
 from pathlib import Path
 
+if not __package__:  # run as `python scripts/train_lpd_model.py`: as with PYTHONPATH=., the repository root
+    sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+
 import torch
 import torch.nn.functional as F
-from train_default_model import Stage, encode_tokens
 
 from mmspec.assets import DEFAULT_ASSETS, LPD_ASSETS
 from mmspec.datasets.shapes import CLASS_NAMES, NUM_CLASSES, load_split
@@ -36,6 +38,8 @@ from mmspec.decoding.lpd import GUIDANCE_SCHEDULES
 from mmspec.decoding.orders import GROUP_SIZES, LocalityOrder, ramp_group_sizes
 from mmspec.models.lpd import LPD, LPDConfig
 from mmspec.pipelines import load_pipeline
+from scripts._training import Stage, bf16, script_parser, start
+from scripts.train_default_model import encode_tokens  # the raster model's token cache
 
 LPD_CONFIG = LPDConfig(
     img_size=64, vqgan_stride=4,  # the shipped VQ's 16x16 tokens: the grid of LPD's 256-pixel models
@@ -95,7 +99,7 @@ def train_lpd(work: Path, seed: int, tokens: torch.Tensor, labels: torch.Tensor,
         else:
             n = TRAIN_STEP_COUNTS[int(torch.randint(len(TRAIN_STEP_COUNTS), (1,), generator=g))]
             orders = torch.argsort(torch.rand(LPD_BATCH, LPD_CONFIG.seq_len, generator=g), dim=1)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+        with bf16(precision == "bf16"):
             logits = model(x, y, orders, group_schedule(n))
         loss = F.cross_entropy(logits.float().flatten(0, 1), x.gather(1, orders).flatten())
         stage.update(loss, max_grad_norm=1.0)
@@ -139,11 +143,7 @@ def export(assets: Path, model: LPD, sampling: dict, guidance_schedule: str, see
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work", default="outputs/train_lpd", help="checkpoints (default outputs/train_lpd)")
-    parser.add_argument("--assets", default=str(LPD_ASSETS), help="export folder (default: the packaged mmspec/assets/lpd)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
+    parser = script_parser(__doc__, "outputs/train_lpd", LPD_ASSETS, threads=2)
     parser.add_argument("--steps", type=int, default=LPD_STEPS, help=f"LPD training steps (default {LPD_STEPS})")
     parser.add_argument("--images", type=int, default=LPD_IMAGES, help=f"training images (default {LPD_IMAGES})")
     parser.add_argument("--precision", choices=("bf16", "fp32"), default="bf16",
@@ -165,9 +165,7 @@ def main() -> None:
         parser.error(f"unknown stages {sorted(unknown)} or non-positive --steps/--images")
     if not 0 <= args.locality_share <= 1:
         parser.error(f"--locality-share must be in [0, 1], got {args.locality_share}")
-    torch.set_num_threads(args.threads)
-    work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
+    work = start(args)
     started = time.perf_counter()
     vq = load_pipeline(DEFAULT_ASSETS).vqvae.eval()
     tokens, labels = encode_tokens(work, vq, args.images)

@@ -20,13 +20,15 @@ Then `export` writes a saved `MeshPipeline`: the OPT as a MeshXL-format folder (
 
 from __future__ import annotations
 
-import argparse
+import sys
 import time
 from pathlib import Path
 
+if not __package__:  # run as `python scripts/train_mesh_model.py`: as with PYTHONPATH=., the repository root
+    sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+
 import numpy as np
 import torch
-import torch.nn.functional as F
 from transformers import OPTForCausalLM
 
 from mmspec.assets import MESH_ASSETS
@@ -34,7 +36,7 @@ from mmspec.datasets.meshes import CLASS_NAMES, NUM_CLASSES, SPLIT_SEEDS, sample
 from mmspec.metrics.mesh_classifier import MeshClassifier, MeshClassifierConfig, sample_points
 from mmspec.models.mesh_opt import mesh_opt_config
 from mmspec.tokenizers.mesh import PAD, VOCAB_SIZE, mesh_to_tokens
-from scripts.train_default_model import Stage
+from scripts._training import Stage, script_parser, start, train_classifier_stage
 
 OPT_STEPS, OPT_BATCH, OPT_LR, POOL = 3500, 16, 1e-3, 8  # POOL batches drawn and length-sorted at a time
 CLF_STEPS, CLF_BATCH, CLF_LR, CLF_MESHES = 600, 64, 2e-3, 4000
@@ -87,20 +89,15 @@ def train_opt(work: Path, seed: int, steps: int) -> OPTForCausalLM:
 def train_classifier(work: Path, seed: int, config: MeshClassifierConfig) -> MeshClassifier:
     torch.manual_seed(seed + 1)
     clf = MeshClassifier(config)
-    stage = Stage("classifier", work, clf, CLF_LR, seed + 1, weight_decay=0.01)
-    if stage.step >= CLF_STEPS:
-        return clf.eval()
-    meshes = [sample_mesh(i % NUM_CLASSES, np.random.default_rng([SPLIT_SEEDS["train"], 7, i])) for i in range(CLF_MESHES)]
-    labels = torch.arange(CLF_MESHES) % NUM_CLASSES
 
-    def step():
-        idx = torch.randint(CLF_MESHES, (CLF_BATCH,), generator=stage.generator).tolist()
-        points = torch.stack([sample_points(meshes[i], config.num_points, stage.generator) for i in idx])
-        loss = F.cross_entropy(clf(points), labels[idx])
-        stage.update(loss)
-        return {"loss": loss.item()}
+    def meshes() -> tuple[list, torch.Tensor]:
+        items = [sample_mesh(i % NUM_CLASSES, np.random.default_rng([SPLIT_SEEDS["train"], 7, i])) for i in range(CLF_MESHES)]
+        return items, torch.arange(CLF_MESHES) % NUM_CLASSES
 
-    stage.run(CLF_STEPS, CLF_LR, warmup=20, step_fn=step)
+    def points(batch: list, generator: torch.Generator) -> torch.Tensor:
+        return torch.stack([sample_points(mesh, config.num_points, generator) for mesh in batch])
+
+    train_classifier_stage(work, clf, seed + 1, CLF_LR, CLF_STEPS, CLF_BATCH, meshes, points)
     return clf.eval()
 
 
@@ -115,19 +112,13 @@ def export(assets: Path, model: OPTForCausalLM, clf: MeshClassifier, training: d
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work", default="outputs/train_mesh", help="checkpoints (default outputs/train_mesh)")
-    parser.add_argument("--assets", default=str(MESH_ASSETS), help="export folder (default: the packaged mmspec/assets/mesh)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    parser = script_parser(__doc__, "outputs/train_mesh", MESH_ASSETS, threads=1)
     parser.add_argument("--opt-steps", type=int, default=OPT_STEPS, help=f"OPT training steps (default {OPT_STEPS})")
     parser.add_argument("--temperature", type=float, default=0.5, help="default sampling temperature saved with the model (default 0.5)")
     args = parser.parse_args()
     if args.opt_steps < 1:
         parser.error(f"--opt-steps must be >= 1, got {args.opt_steps}")
-    torch.set_num_threads(args.threads)
-    work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
+    work = start(args)
     started = time.perf_counter()
     model = train_opt(work, args.seed, args.opt_steps)
     clf_config = MeshClassifierConfig(num_classes=NUM_CLASSES)

@@ -26,23 +26,23 @@ shipped model's commands).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
+
+if not __package__:  # run as `python scripts/train_speech_model.py`: as with PYTHONPATH=., the repository root
+    sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
 import torch
 import torch.nn.functional as F
 import transformers as tf
 
-sys.path.insert(0, str(Path(__file__).parent))
-from train_default_model import Stage, cached_chunks  # noqa: E402  (the shared resumable loop and cache)
-
-from mmspec.assets import SPEECH_ASSETS  # noqa: E402
-from mmspec.datasets.spoken_digits import CLIP_SAMPLES, WORDS, load_split  # noqa: E402
-from mmspec.metrics.spoken_words import WordClassifier, WordClassifierConfig  # noqa: E402
-from mmspec.models.musicgen import WordCondition, delay_pattern  # noqa: E402
-from mmspec.tokenizers.audio_codec import MelCodec, MelCodecConfig  # noqa: E402
+from mmspec.assets import SPEECH_ASSETS
+from mmspec.datasets.spoken_digits import CLIP_SAMPLES, WORDS, load_split
+from mmspec.metrics.spoken_words import WordClassifier, WordClassifierConfig
+from mmspec.models.musicgen import WordCondition, delay_pattern
+from mmspec.tokenizers.audio_codec import MelCodec, MelCodecConfig
+from scripts._training import Stage, cached_chunks, script_parser, start, train_classifier_stage
 
 CODEC_CONFIG = MelCodecConfig()
 FRAMES = 48  # codec frames of a clip
@@ -207,16 +207,7 @@ def augment(audio: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
 def train_classifier(work: Path, seed: int, audio: torch.Tensor, labels: torch.Tensor) -> WordClassifier:
     torch.manual_seed(seed + 2)
     clf = WordClassifier(WordClassifierConfig(num_classes=len(WORDS)))
-    stage = Stage("classifier", work, clf, CLF_LR, seed + 2, weight_decay=0.01)
-
-    def step():
-        idx = torch.randint(len(audio), (CLF_BATCH,), generator=stage.generator)
-        loss = F.cross_entropy(clf(augment(audio[idx], stage.generator)), labels[idx])
-        stage.update(loss)
-        return {"loss": loss.item()}
-
-    if stage.step < CLF_STEPS:
-        stage.run(CLF_STEPS, CLF_LR, warmup=20, step_fn=step)
+    train_classifier_stage(work, clf, seed + 2, CLF_LR, CLF_STEPS, CLF_BATCH, lambda: (audio, labels), augment)
     return clf.eval()
 
 
@@ -235,11 +226,7 @@ def export(assets: Path, lm: SpeechLM, codec: MelCodec, clf: WordClassifier, see
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work", default="outputs/train-speech", help="checkpoints (default outputs/train-speech)")
-    parser.add_argument("--assets", default=str(SPEECH_ASSETS), help="export folder (default: mmspec/assets/speech)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    parser = script_parser(__doc__, "outputs/train-speech", SPEECH_ASSETS, threads=1)
     parser.add_argument("--lm-steps", type=int, default=LM_STEPS, help=f"decoder training steps (default {LM_STEPS})")
     parser.add_argument("--train-clips", type=int, default=TRAIN_CLIPS,
                         help=f"clips for the codec and the classifier (default {TRAIN_CLIPS})")
@@ -259,9 +246,7 @@ def main() -> None:
     if args.lm_steps < 1 or args.train_clips < 10 or args.lm_clips < 10:
         parser.error(f"--lm-steps must be >= 1 and --train-clips, --lm-clips >= 10, "
                      f"got {args.lm_steps}, {args.train_clips} and {args.lm_clips}")
-    torch.set_num_threads(args.threads)
-    work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
+    work = start(args)
     started = time.perf_counter()
     audio, labels = cached_clips(work, "train", args.train_clips)
     held_audio, held_labels = cached_clips(work, "heldout", HELDOUT_CLIPS)

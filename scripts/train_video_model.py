@@ -1,7 +1,7 @@
 """Trains the shipped video model on a 2-core CPU and exports it to mmspec/assets/video/.
 
 Stages, each checkpointing to the work directory and resuming from there on a rerun
-(the resumable `Stage` loop of `train_default_model.py`):
+(the resumable `Stage` loop of `scripts/_training.py`):
 
 0. `vq`: a frame VQ, the image VQ's architecture and recipe (`train_default_model.train_vq`:
    32x32 -> 8x8 codes of 4x4 pixels) trained on the frames of Moving Shapes training
@@ -27,13 +27,15 @@ model_index.json) to `--assets`.
 
 from __future__ import annotations
 
-import argparse
+import sys
 import time
 from pathlib import Path
 
+if not __package__:  # run as `python scripts/train_video_model.py`: as with PYTHONPATH=., the repository root
+    sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+
 import torch
 import torch.nn.functional as F
-from train_default_model import SAVE_EVERY_S, Stage, cached_chunks, train_vq
 
 from mmspec.assets import VIDEO_ASSETS
 from mmspec.datasets.moving_shapes import CLASS_NAMES, FRAME_SIZE, NUM_CLASSES, NUM_FRAMES, load_split
@@ -41,6 +43,8 @@ from mmspec.metrics.video import VideoClassifier, VideoClassifierConfig
 from mmspec.models.video_llamagen import VideoLlamaGen, VideoLlamaGenConfig
 from mmspec.pipelines.video import VideoPipeline
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ
+from scripts._training import SAVE_EVERY_S, Stage, bf16, cached_chunks, script_parser, start, train_classifier_stage
+from scripts.train_default_model import train_vq  # the image VQ's recipe, trained here on video frames
 
 GPT_CONFIG = VideoLlamaGenConfig(
     dim=128, n_layer=6, n_head=2, multiple_of=64,  # head dim 64: 12 rotated pairs for the frame, 10 each for row and col
@@ -104,7 +108,7 @@ def train_gpt(work: Path, seed: int, videos: tuple[torch.Tensor, torch.Tensor], 
     def step():
         total, count = 0.0, 0
         for x, y in (batch(*videos, GPT_BATCH), batch(*first_frames, FRAME_BATCH)):
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            with bf16(precision == "bf16"):
                 logits = forward(x, y)
             total = total + F.cross_entropy(logits.float().flatten(0, 1), x.flatten(), reduction="sum")
             count += x.numel()
@@ -139,22 +143,11 @@ def augment(videos: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
 def train_classifier(work: Path, seed: int) -> VideoClassifier:
     torch.manual_seed(seed + 2)
     clf = VideoClassifier(CLASSIFIER_CONFIG)
-    stage = Stage("classifier", work, clf, CLF_LR, seed + 2, weight_decay=0.01)
-    if stage.step >= CLF_STEPS:
-        return clf.eval()
-    videos, labels = load_split("train", CLF_VIDEOS)
-
-    def step():
-        idx = torch.randint(len(videos), (CLF_BATCH,), generator=stage.generator)
-        loss = F.cross_entropy(clf(augment(videos[idx], stage.generator)), labels[idx])
-        stage.update(loss)
-        return {"loss": loss.item()}
-
-    stage.run(CLF_STEPS, CLF_LR, warmup=20, step_fn=step)
-    held, held_labels = load_split("heldout", 400)
-    accuracy = float((clf.predict(held) == held_labels).float().mean())
-    print(f"[classifier] held-out accuracy on real videos: {accuracy:.3f}")
-    return clf
+    if train_classifier_stage(work, clf, seed + 2, CLF_LR, CLF_STEPS, CLF_BATCH, lambda: load_split("train", CLF_VIDEOS), augment):
+        held, held_labels = load_split("heldout", 400)
+        accuracy = float((clf.predict(held) == held_labels).float().mean())
+        print(f"[classifier] held-out accuracy on real videos: {accuracy:.3f}")
+    return clf.eval()
 
 
 def export(assets: Path, gpt: VideoLlamaGen, vq: LlamaGenVQ, clf: VideoClassifier, sampling: dict, training: dict) -> None:
@@ -165,11 +158,7 @@ def export(assets: Path, gpt: VideoLlamaGen, vq: LlamaGenVQ, clf: VideoClassifie
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work", default="outputs/train_video", help="checkpoints (default outputs/train_video)")
-    parser.add_argument("--assets", default=str(VIDEO_ASSETS), help="export folder (default: the packaged mmspec/assets/video)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
+    parser = script_parser(__doc__, "outputs/train_video", VIDEO_ASSETS, threads=2)
     parser.add_argument("--precision", choices=("bf16", "fp32"), default="bf16",
                         help="the GPT's training forward: bfloat16 autocast or float32 (default bf16)")
     parser.add_argument("--no-compile", action="store_true", help="train the GPT eagerly, without torch.compile")
@@ -190,9 +179,7 @@ def main() -> None:
         parser.error(f"unknown stages {sorted(unknown)} or non-positive --gpt-steps/--gpt-videos")
     if args.init_from and {"vq", "classifier"} & set(stages):
         parser.error("--init-from keeps the saved frame VQ and judge: leave vq and classifier out of --stages")
-    torch.set_num_threads(args.threads)
-    work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
+    work = start(args)
     started = time.perf_counter()
     init = VideoPipeline.from_pretrained(args.init_from) if args.init_from else None
     if init is not None:

@@ -4,12 +4,11 @@ prompt's example caption shares the answer's template."""
 import numpy as np
 import torch
 
+from scripts import train_captioner as script
 from tests.helpers.tiny_captioner import tiny_processor
-from tests.training_scripts import load_script
 
 
 def test_batch_labels_cover_the_caption_and_eos_only():
-    script = load_script("train_captioner")
     processor = tiny_processor()
     tokenizer = processor.tokenizer
     batch = script.training_batch(processor, np.random.default_rng(0), 6)
@@ -26,7 +25,6 @@ def test_batch_labels_cover_the_caption_and_eos_only():
 
 
 def test_pixels_sit_on_the_8_bit_grid_the_processor_sees():
-    script = load_script("train_captioner")
     x = torch.linspace(-1, 1, 1001)
     q = script.quantised(x)
     assert torch.allclose((q + 1) * 127.5, torch.round((q + 1) * 127.5), atol=1e-4)

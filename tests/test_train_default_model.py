@@ -1,15 +1,14 @@
-"""The training script's resumability: the token stage continues an interrupted or shorter
-encoding, and a `Stage` checkpoint restores step, weights and generator state."""
+"""The default model's training script: the token stage continues an interrupted or shorter
+encoding, and the edge weights of the frame VQ's loss pick out outlines."""
 
 import pytest
 import torch
 
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ
-from tests.training_scripts import load_script
+from scripts import train_default_model as script
 
 
 def test_token_stage_continues_where_the_saved_file_stops(tmp_path, monkeypatch):
-    script = load_script("train_default_model")
     torch.manual_seed(0)
     vq = LlamaGenVQ(script.VQ_CONFIG).eval()  # random weights: the codes only need to be deterministic
     monkeypatch.setattr(script, "TOKEN_CHUNK", 4)
@@ -31,24 +30,7 @@ def test_token_stage_continues_where_the_saved_file_stops(tmp_path, monkeypatch)
     assert torch.equal(script.encode_tokens(whole_dir, vq, 3)[0], first[:3])
 
 
-def test_stage_checkpoint_round_trip(tmp_path):
-    script = load_script("train_default_model")
-    model = torch.nn.Linear(3, 2)
-    stage = script.Stage("probe", tmp_path, model, lr=1e-2, seed=0, weight_decay=0.0)
-
-    def step():
-        stage.update(model(torch.ones(1, 3)).sum())
-        return {}
-
-    stage.run(3, 1e-2, warmup=1, step_fn=step)
-    resumed = script.Stage("probe", tmp_path, torch.nn.Linear(3, 2), lr=1e-2, seed=0, weight_decay=0.0)
-    assert resumed.step == 3 and sorted(p.name for p in tmp_path.iterdir()) == ["probe.pt"]
-    assert torch.equal(resumed.model.weight, model.weight)
-    assert torch.equal(resumed.generator.get_state(), stage.generator.get_state())
-
-
 def test_edge_weights_single_out_outlines_and_leave_flat_images_alone():
-    script = load_script("train_default_model")
     flat = torch.full((1, 3, 8, 8), 0.3)
     assert torch.equal(script.edge_weights(flat, 8.0), torch.ones(1, 1, 8, 8))
     square = flat.clone()

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from mmspec.decoding.orders import GROUP_SIZES, LocalityOrder
-from tests.training_scripts import load_script
+from scripts import train_lpd_model as script
 
 
 def tiny_config(script):
@@ -18,7 +18,6 @@ def tiny_config(script):
 @pytest.mark.slow
 @pytest.mark.parametrize("precision", ["bf16", "fp32"])
 def test_training_lowers_the_joint_loss(tmp_path, monkeypatch, precision):
-    script = load_script("train_lpd_model")
     tiny = tiny_config(script)
     monkeypatch.setattr(script, "LPD_CONFIG", tiny)
     monkeypatch.setattr(script, "LPD_BATCH", 4)
@@ -33,7 +32,6 @@ def test_training_lowers_the_joint_loss(tmp_path, monkeypatch, precision):
 
 
 def test_joint_loss_is_one_cell_a_step_in_a_seeded_order():
-    script = load_script("train_lpd_model")
     tiny = tiny_config(script)
     torch.manual_seed(0)
     model = script.LPD(tiny).eval()
@@ -47,7 +45,6 @@ def test_joint_loss_is_one_cell_a_step_in_a_seeded_order():
 
 
 def test_grid_symmetries_are_the_eight_distance_keeping_maps():
-    script = load_script("train_lpd_model")
     maps = script.grid_symmetries(4)
     assert maps.shape == (8, 16) and len({tuple(m.tolist()) for m in maps}) == 8
     rc = torch.stack([torch.arange(16) // 4, torch.arange(16) % 4], -1)
@@ -60,7 +57,6 @@ def test_grid_symmetries_are_the_eight_distance_keeping_maps():
 
 
 def test_locality_pool_holds_each_seeded_order_under_the_eight_symmetries(monkeypatch):
-    script = load_script("train_lpd_model")
     monkeypatch.setattr(script, "LOCALITY_POOL", 2)
     pool = script.locality_pool(20, seed=3)
     order = LocalityOrder.for_steps(20)
@@ -73,7 +69,6 @@ def test_locality_pool_holds_each_seeded_order_under_the_eight_symmetries(monkey
 
 
 def test_training_starts_from_init_and_takes_locality_orders(tmp_path, monkeypatch):
-    script = load_script("train_lpd_model")
     tiny = tiny_config(script)
     monkeypatch.setattr(script, "LPD_CONFIG", tiny)
     monkeypatch.setattr(script, "LPD_BATCH", 2)

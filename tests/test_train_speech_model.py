@@ -8,11 +8,10 @@ import pytest
 import torch
 
 from mmspec.models.musicgen import delay_pattern, undelay
-from tests.training_scripts import load_script
+from scripts import train_speech_model as script
 
 
 def test_delayed_steps_follow_the_pattern_and_undelay_back():
-    script = load_script("train_speech_model")
     codes = torch.randint(64, (2, 4, 6))
     steps = script.delayed_steps(codes)
     assert steps.shape == (2, 9, 4)
@@ -27,7 +26,6 @@ def untrained_lm_and_batch(script):
 
 
 def test_the_loss_ignores_forced_slots():
-    script = load_script("train_speech_model")
     lm, steps, words = untrained_lm_and_batch(script)
     null = torch.tensor([False, True])
     loss = script.lm_loss(lm, steps, words, null)
@@ -35,7 +33,6 @@ def test_the_loss_ignores_forced_slots():
 
 
 def test_input_noise_hits_each_codebook_at_its_rate_and_keeps_the_pattern():
-    script = load_script("train_speech_model")
     steps = script.delayed_steps(torch.randint(64, (400, 4, 48)))
     noisy = script.noisy_inputs(steps, (0.0, 0.1, 0.3, 0.6), torch.Generator().manual_seed(0))
     pad = steps == 64
@@ -49,7 +46,6 @@ def test_input_noise_hits_each_codebook_at_its_rate_and_keeps_the_pattern():
 
 
 def test_the_loss_reads_the_given_inputs_and_scores_the_clean_steps():
-    script = load_script("train_speech_model")
     lm, steps, words = untrained_lm_and_batch(script)
     null = torch.tensor([False, False])
     noisy = script.noisy_inputs(steps, (0.5,) * 4, torch.Generator().manual_seed(0))
@@ -62,7 +58,6 @@ def test_the_loss_reads_the_given_inputs_and_scores_the_clean_steps():
 
 @pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is a Debian package (.ci/run installs it)")
 def test_input_noise_takes_the_given_replacements():
-    script = load_script("train_speech_model")
     steps = script.delayed_steps(torch.randint(64, (50, 4, 48)))
     replacements = (steps + 1) % 64
     noisy = script.noisy_inputs(steps, (0.2, 0.5, 0.5, 1.0), torch.Generator().manual_seed(0), replacements)
@@ -76,7 +71,6 @@ def test_input_noise_takes_the_given_replacements():
 @pytest.mark.slow
 @pytest.mark.statistical
 def test_redrawn_codes_follow_the_decoders_distribution_given_the_true_codes_before():
-    script = load_script("train_speech_model")
     lm, steps, words = untrained_lm_and_batch(script)
     null = torch.tensor([False, False])
     with torch.no_grad():
@@ -98,7 +92,6 @@ def test_redrawn_codes_follow_the_decoders_distribution_given_the_true_codes_bef
 
 
 def test_clip_cache_continues_an_interrupted_run(tmp_path, monkeypatch):
-    script = load_script("train_speech_model")
     monkeypatch.setattr(script, "CLIP_CHUNK", 2)
     first, _ = script.cached_clips(tmp_path, "heldout", 2)
     audio, labels = script.cached_clips(tmp_path, "heldout", 3)
@@ -112,7 +105,6 @@ def test_code_cache_continues_an_interrupted_run_and_codes_the_clips(tmp_path, m
     from mmspec.datasets.spoken_digits import load_split
     from mmspec.tokenizers.audio_codec import MelCodec
 
-    script = load_script("train_speech_model")
     monkeypatch.setattr(script, "CLIP_CHUNK", 2)
     codec = MelCodec.from_pretrained(SPEECH_ASSETS / "codec")
     first, _ = script.cached_codes(tmp_path, codec, 2)
@@ -129,7 +121,6 @@ def test_code_cache_continues_an_interrupted_run_and_codes_the_clips(tmp_path, m
 
 
 def test_init_from_starts_the_decoder_and_word_table_from_the_given_weights(tmp_path):
-    script = load_script("train_speech_model")
     torch.manual_seed(5)  # train_lm seeds seed + 1 itself
     init = script.SpeechLM()
     _, steps, words = untrained_lm_and_batch(script)

@@ -6,14 +6,14 @@ import pytest
 import torch
 
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ
-from tests.training_scripts import load_script
+from scripts import train_default_model
+from scripts import train_video_model as script
 
 
 def test_token_cache_continues_and_first_frames_are_video_prefixes(tmp_path, monkeypatch):
-    script = load_script("train_video_model")
     monkeypatch.setattr(script, "TOKEN_CHUNK", 2)
     torch.manual_seed(0)
-    vq = LlamaGenVQ(load_script("train_default_model").VQ_CONFIG).eval()  # random weights: codes need only be deterministic
+    vq = LlamaGenVQ(train_default_model.VQ_CONFIG).eval()  # random weights: codes need only be deterministic
     first, _ = script.encode_tokens(tmp_path / "tokens.pt", vq, 2, first=5)
     videos, labels = script.encode_tokens(tmp_path / "tokens.pt", vq, 3, first=5)  # continues after 2
     assert videos.shape == (3, script.GPT_CONFIG.block_size) and torch.equal(videos[:2], first)
@@ -23,10 +23,8 @@ def test_token_cache_continues_and_first_frames_are_video_prefixes(tmp_path, mon
 
 
 def test_frame_vq_trains_on_every_frame_and_resumes_without_loading_them(tmp_path, monkeypatch):
-    script = load_script("train_video_model")
-    trainer = script.train_vq.__globals__  # train_default_model's namespace, where train_vq reads its settings
-    monkeypatch.setitem(trainer, "VQ_STEPS", 2)
-    monkeypatch.setitem(trainer, "VQ_BATCH", 4)
+    monkeypatch.setattr(train_default_model, "VQ_STEPS", 2)  # the image VQ's recipe, where train_vq reads its settings
+    monkeypatch.setattr(train_default_model, "VQ_BATCH", 4)
     monkeypatch.setattr(script, "VQ_VIDEOS", 3)
     frames = script.vq_frames()
     assert frames.shape == (3 * script.NUM_FRAMES, 3, 32, 32) and frames.min() >= -1 and frames.max() <= 1
@@ -46,7 +44,6 @@ def test_frame_vq_trains_on_every_frame_and_resumes_without_loading_them(tmp_pat
 
 
 def test_gpt_continues_from_init_weights_and_its_own_checkpoint_wins_on_resume(tmp_path, monkeypatch):
-    script = load_script("train_video_model")
     tiny = script.VideoLlamaGenConfig(dim=32, n_layer=1, n_head=1, multiple_of=16, num_classes=script.NUM_CLASSES,
                                       vocab_size=512, frames=2, block_size=128)
     monkeypatch.setattr(script, "GPT_CONFIG", tiny)
@@ -73,7 +70,6 @@ def test_gpt_continues_from_init_weights_and_its_own_checkpoint_wins_on_resume(t
 
 
 def test_init_from_refuses_the_stages_it_skips(monkeypatch, capsys):
-    script = load_script("train_video_model")
     monkeypatch.setattr("sys.argv", ["train_video_model.py", "--init-from", "saved", "--stages", "classifier,gpt"])
     with pytest.raises(SystemExit) as exit_info:
         script.main()

@@ -4,13 +4,12 @@ with the pattern's pad slots left out."""
 
 import torch
 
+from benchmarks.studies import audio_overlap
 from mmspec.pipelines.audio import SpeechPipeline
 from tests.helpers.tiny_speech import tiny_speech_pipeline
-from tests.training_scripts import load_script
 
 
 def test_next_step_probs_are_the_decoders_guided_distribution():
-    module = load_script("audio_overlap", folder="benchmarks")
     tiny = tiny_speech_pipeline()
     pipe = SpeechPipeline(tiny.decoder, tiny.condition, tiny.codec, frames=tiny.frames, default_sampling={"guidance_scale": 3.0})
     pipe.set_progress_bar_config(disable=True)
@@ -26,16 +25,15 @@ def test_next_step_probs_are_the_decoders_guided_distribution():
         null = pipe.decoder(input_ids=ids, encoder_hidden_states=torch.zeros_like(states),
                             encoder_attention_mask=torch.zeros_like(mask)).logits
     reference = (null + 3.0 * (cond - null)).view(K, T, V).permute(1, 0, 2).softmax(-1)
-    mine = module.next_step_probs(pipe, steps, word)[0]
+    mine = audio_overlap.next_step_probs(pipe, steps, word)[0]
     free = steps[0] != V
     assert torch.allclose(mine[free][:, :V], reference[free], atol=1e-5)
 
 
 def test_overlaps_are_probabilities_with_pad_slots_left_out():
-    module = load_script("audio_overlap", folder="benchmarks")
     pipe = tiny_speech_pipeline()
     pipe.set_progress_bar_config(disable=True)
-    overlap = module.overlaps(pipe, "two", seed=1)
+    overlap = audio_overlap.overlaps(pipe, "two", seed=1)
     steps = pipe("two", decoding="ar", generator=torch.Generator().manual_seed(1)).tokens[0]
     assert overlap.shape == (steps.shape[0] - 1, pipe.codebooks)
     pad = steps[1:] == pipe.decoder.config.vocab_size

@@ -3,10 +3,10 @@ never change again, and the other cells' drafts are refreshed every forward."""
 
 import torch
 
+from benchmarks.studies import lpd_order_raster
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.orders import LocalityOrder
 from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
-from tests.training_scripts import load_script
 
 
 class Recorder(torch.nn.Module):
@@ -20,11 +20,10 @@ class Recorder(torch.nn.Module):
 
 
 def test_groups_commit_in_order_and_drafts_refresh():
-    module = load_script("lpd_order_raster", folder="benchmarks")
     torch.manual_seed(0)
     gpt = Recorder(LlamaGenGPT(LlamaGenConfig(dim=32, n_layer=1, n_head=2, vocab_size=32, block_size=256, num_classes=3)).eval())
     order = LocalityOrder.for_steps(20)
-    tokens = module.decode_in_order(gpt, 1, order, SamplingConfig(guidance_scale=2.0), torch.Generator().manual_seed(5))
+    tokens = lpd_order_raster.decode_in_order(gpt, 1, order, SamplingConfig(guidance_scale=2.0), torch.Generator().manual_seed(5))
     cells = order.sample(1, torch.Generator().manual_seed(5))[0]
     assert tokens.shape == (1, 256) and len(gpt.inputs) == 20
     for k, group in enumerate(order.groups()[:-1]):

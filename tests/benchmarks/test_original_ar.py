@@ -1,4 +1,4 @@
-"""benchmarks/original_ar.py: mmspec's LlamaGen weights in the original LlamaGen code.
+"""benchmarks/perf/original_ar.py: mmspec's LlamaGen weights in the original LlamaGen code.
 
 The tests that run the original code need a checkout of FoundationVision/LlamaGen, named
 by the environment variable LLAMAGEN_REPO; without it they skip."""
@@ -11,10 +11,10 @@ import pytest
 import torch
 from torch import nn
 
+from benchmarks.perf import original_ar
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.generate import generate
 from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
-from tests.training_scripts import load_script
 
 LLAMAGEN_REPO = os.environ.get("LLAMAGEN_REPO")
 needs_repo = pytest.mark.skipif(
@@ -46,19 +46,17 @@ def tiny_llamagen() -> LlamaGenGPT:
 
 
 def test_load_original_refuses_a_folder_without_the_original_gpt(tmp_path):
-    module = load_script("original_ar", folder="benchmarks")
     with pytest.raises(SystemExit, match="no autoregressive/models/gpt.py"):
-        module.load_original(tmp_path, tiny_llamagen())
+        original_ar.load_original(tmp_path, tiny_llamagen())
 
 
 @needs_repo
 @pytest.mark.filterwarnings("ignore:.*sdp_kernel:FutureWarning")  # the original's, at every step
 def test_original_greedy_ar_matches_mmspec_ar_with_cfg():
-    module = load_script("original_ar", folder="benchmarks")
     model = tiny_llamagen()
-    original_model, original_generate = module.load_original(Path(LLAMAGEN_REPO), model)
+    original_model, original_generate = original_ar.load_original(Path(LLAMAGEN_REPO), model)
     sampling = {"guidance_scale": 3.0, "temperature": 1.0, "top_k": 0, "top_p": 1.0}
-    original = module.Original(original_model, original_generate, sampling, model.config.block_size)
+    original = original_ar.Original(original_model, original_generate, sampling, model.config.block_size)
     for label in (0, 7):
         theirs, out = original(label, 2, seed=0, greedy=True)
         ours, stats = generate(model, torch.tensor([label, label]), decoding="ar",
@@ -70,9 +68,8 @@ def test_original_greedy_ar_matches_mmspec_ar_with_cfg():
 
 @needs_repo
 def test_original_holds_every_weight_of_the_mmspec_model():
-    module = load_script("original_ar", folder="benchmarks")
     model = tiny_llamagen()
-    original_model, _ = module.load_original(Path(LLAMAGEN_REPO), model)
+    original_model, _ = original_ar.load_original(Path(LLAMAGEN_REPO), model)
     theirs = original_model.state_dict()
     assert theirs.keys() == model.state_dict().keys()
     assert all(torch.equal(theirs[k], v) for k, v in model.state_dict().items())

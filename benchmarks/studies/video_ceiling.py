@@ -2,7 +2,7 @@
 on their reconstructions by the shipped frame VQ and by the image VQ (per class, with PSNR),
 and a picture of both reconstructions. The sampling settings are chosen by `video_sampling.py`.
 
-    PYTHONPATH=. python benchmarks/video_ceiling.py      # ~3 min on 2 CPU threads
+    PYTHONPATH=. python benchmarks/studies/video_ceiling.py      # ~3 min on 2 CPU threads
 
 Writes `benchmarks/results/video_ceiling.md` and `docs/video_vq.png`.
 """
@@ -25,7 +25,7 @@ from mmspec.metrics.video import class_report
 from mmspec.pipelines.video import VideoPipeline
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PICTURE_CLASSES = ("cross rotate", "cross rotate", "square rotate", "cross up")
 
 

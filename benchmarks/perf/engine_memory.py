@@ -1,6 +1,6 @@
 """Peak memory of the Jacobi loop on an Emu3-size layout under ZipAR, without the model.
 
-    PYTHONPATH=. python benchmarks/engine_memory.py            # -> benchmarks/results/engine_memory.{md,json}
+    PYTHONPATH=. python benchmarks/perf/engine_memory.py            # -> benchmarks/results/engine_memory.{md,json}
 
 A stand-in model returns random logits over Emu3's 184,622-token vocabulary for its
 90 x (90 + 1) layout (32,768 visual tokens allowed, the end-of-line column forced), CFG

@@ -1,8 +1,8 @@
 """The original LlamaGen's own AR beside mmspec's AR, auto and MC-SJD, on the shipped image model.
 
     git clone https://github.com/FoundationVision/LlamaGen /tmp/llamagen   # tested at ce98ec4
-    PYTHONPATH=. python benchmarks/original_ar.py --llamagen-repo /tmp/llamagen     # 1, 2 threads x batch 1, 4
-    PYTHONPATH=. python benchmarks/original_ar.py --llamagen-repo /tmp/llamagen --samples 1 --threads 1 --batches 1
+    PYTHONPATH=. python benchmarks/perf/original_ar.py --llamagen-repo /tmp/llamagen     # 1, 2 threads x batch 1, 4
+    PYTHONPATH=. python benchmarks/perf/original_ar.py --llamagen-repo /tmp/llamagen --samples 1 --threads 1 --batches 1
 
 The shipped transformer's weights (`LlamaGenGPT`, the original's key names) are copied,
 name by name with a shape check, into the original `autoregressive/models/gpt.py`

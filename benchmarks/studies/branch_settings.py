@@ -3,10 +3,10 @@
 A quick sweep for choosing settings, forwards only (no quality columns): each setting
 decodes the same (class, seed) list, one image per call, torch on one CPU thread. A
 setting is `window,init,branches,branch_slots,branch_length`; branches 0 is plain MC-SJD.
-Prints one line per setting; the tables in docs come from `decoding_methods.py`.
+Prints one line per setting; the tables in docs come from `benchmarks/decoding_methods.py`.
 
-    PYTHONPATH=. python benchmarks/branch_settings.py 32,above,0,4,0 32,above,8,12,3
-    PYTHONPATH=. python benchmarks/branch_settings.py --per-class 1 16,above,0,4,0
+    PYTHONPATH=. python benchmarks/studies/branch_settings.py 32,above,0,4,0 32,above,8,12,3
+    PYTHONPATH=. python benchmarks/studies/branch_settings.py --per-class 1 16,above,0,4,0
 """
 
 from __future__ import annotations

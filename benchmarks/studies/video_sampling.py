@@ -1,12 +1,12 @@
 """The shipped video model's class accuracy and within-class spread per sampling setting
 (guidance scale x temperature), on tuning seeds (40000 + 1000 i + class, apart from
-`video.py`'s), beside the spread of real held-out videos.
+`benchmarks/video.py`'s), beside the spread of real held-out videos.
 
 The videos are sampled with MC-SJD and previous-frame drafts over a window of one frame:
 exact, so each row is a sample of AR's distribution at that setting, in a ninth of AR's
 forwards.
 
-    PYTHONPATH=. python benchmarks/video_sampling.py      # ~15 min on 1 CPU thread
+    PYTHONPATH=. python benchmarks/studies/video_sampling.py      # ~15 min on 1 CPU thread
 
 Writes `benchmarks/results/video_sampling.md`.
 """
@@ -29,7 +29,7 @@ from mmspec.decoding.config import DecodingConfig
 from mmspec.metrics.video import class_report, class_spread
 from mmspec.pipelines.video import VideoPipeline
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ chance that a draft made before its predecessor changed is still accepted after;
 needs all its K codebooks, so its overlap is the product over k (the K heads are
 independent given the prefix, and so are their acceptance draws).
 
-    PYTHONPATH=. python benchmarks/audio_overlap.py      # ~2 min on 1 CPU thread
+    PYTHONPATH=. python benchmarks/studies/audio_overlap.py      # ~2 min on 1 CPU thread
 
 Writes `benchmarks/results/audio_overlap.md`.
 """
@@ -28,7 +28,7 @@ from mmspec.core.contracts import GuidedLogits
 from mmspec.core.sampling import SamplingConfig, target_probs
 from mmspec.pipelines.audio import SpeechPipeline
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @torch.no_grad()

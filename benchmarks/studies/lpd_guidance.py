@@ -5,7 +5,7 @@ temperature asked for.
 Run it on a seed apart from the benchmark's (`benchmarks/lpd.py` uses seed 0), so that the
 choice does not flatter the reported number. Writes `benchmarks/results/lpd_guidance.md`.
 
-    PYTHONPATH=. python benchmarks/lpd_guidance.py --seed 1     # ~3 min on 2 CPU threads
+    PYTHONPATH=. python benchmarks/studies/lpd_guidance.py --seed 1     # ~3 min on 2 CPU threads
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ the baseline. Not exact: a cell is drawn while raster predecessors are still dra
 
 Writes `benchmarks/results/lpd_order_raster.{md,json,png}`.
 
-    PYTHONPATH=. python benchmarks/lpd_order_raster.py          # ~6 min on one CPU thread
+    PYTHONPATH=. python benchmarks/studies/lpd_order_raster.py          # ~6 min on one CPU thread
 """
 
 from __future__ import annotations
