@@ -2,12 +2,16 @@
 `demo`) and the shipped models' names: each case once gave a traceback, or worked only
 inside the repository, and now ends in a result or one line on stderr with exit status 2."""
 
+import re
 import socket
+from pathlib import Path
 
 import pytest
 from PIL import Image
 
-from mmspec.commands.cli import main
+from mmspec.commands.cli import build_parser, main
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def run(capsys, *argv) -> tuple[int, str]:
@@ -127,3 +131,28 @@ def test_speak_refuses_unbounded_or_non_finite_settings(capsys, scratch, flags, 
 def test_speak_refuses_another_family_before_loading_it(capsys, scratch):
     code, err = run(capsys, "speak", "seven", "--pipeline", "mesh", "--out", "s.wav")
     assert_one_line_error(code, err, "MeshPipeline", "mmspec mesh")
+
+
+@pytest.mark.parametrize("verb, model", [("generate", "image"), ("mesh", "mesh"), ("speak", "speech")])
+def test_the_help_names_the_pipeline_each_verb_runs_by_default(verb, model):
+    """`mesh --help` and `speak --help` said their default pipeline was the shipped image model."""
+    sub = next(a for a in build_parser()._actions if a.dest == "command").choices[verb]
+    pipeline = next(a for a in sub._actions if a.dest == "pipeline")
+    assert f"(default: the shipped {model} model)" in pipeline.help
+    assert Path(pipeline.default).name == {"image": "default"}.get(model, model)
+
+
+# --- scripts ----------------------------------------------------------------------------------
+
+
+def test_the_shared_environment_script_installs_no_clone():
+    """`scripts/venv.sh` ran `pip install -e` of each clone into the one shared environment,
+    so a second clone re-pointed the first clone's `mmspec` to its own code. It installs the
+    dependencies only; the scripts run their own clone through PYTHONPATH."""
+    script = (REPO / "scripts" / "venv.sh").read_text()
+    installs = [line for line in script.splitlines() if re.search(r"pip\"?\s+install", line) and not line.lstrip().startswith("#")]
+    assert installs
+    for line in installs:
+        assert not re.search(r"\s(-e|--editable)\s|\$repo\[|\s\.(\s|$)|\"\$repo\"(\s|$)", line), line
+    for name in ("generate.sh", "test.sh"):
+        assert 'PYTHONPATH="$repo' in (REPO / "scripts" / name).read_text(), name

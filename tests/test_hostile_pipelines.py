@@ -304,3 +304,13 @@ def test_config_fields_of_the_right_type_load():
 
     config = LlamaGenConfig.from_dict({"dim": 64, "n_head": 4, "n_layer": 2, "rope_base": 10000, "n_kv_head": None})
     assert config.rope_base == 10000 and config.kv_heads == 4
+
+
+def test_the_docs_do_not_promise_a_decoded_range_the_decoder_overshoots():
+    """The README said `vqvae.decode` gives [-1, 1]; the decoder is not clamped and reaches
+    1.06. Every documented `decode(...)` range is "about [-1, 1]"."""
+    root = Path(__file__).resolve().parents[1]
+    for path in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        for line in path.read_text().splitlines():
+            if "decode(" in line and "[-1, 1]" in line:
+                assert "about [-1, 1]" in line, f"{path.name}: {line}"

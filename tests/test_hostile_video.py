@@ -1,5 +1,5 @@
 """`mmspec video` against hostile and careless input: ids and class names outside the
-output folder, batch reruns that would mix results, torn records, and `--per-class` and
+output folder, reruns (batches and `--classes`) that would mix results, torn records, and `--per-class` and
 `--scale` past the memory they imply (refused before any decoding)."""
 
 import json
@@ -89,9 +89,45 @@ def test_a_torn_batch_record_is_redone(pipe_dir, tmp_path, capsys):
     assert [json.loads(line)["id"] for line in (out / "manifest.jsonl").read_text().splitlines()] == ["000001", "000002"]
 
 
-def test_restart_needs_a_batch(pipe_dir, tmp_path, capsys):
-    assert video(pipe_dir, tmp_path / "v", "--classes", "0", "--restart") == 2
-    assert "--restart clears a batch folder" in one_error(capsys)
+def test_a_classes_rerun_with_other_settings_is_refused_until_restarted(pipe_dir, tmp_path, capsys):
+    """`video --classes 0 --per-class 2`, then `--classes 0 --temperature 0.5` into the same
+    `--out`, rewrote a_0.gif and kept the a_1.gif of the first settings beside it: rc 0, a
+    folder of two runs and no record of either."""
+    out = tmp_path / "vc"
+    assert video(pipe_dir, out, "--classes", "0", "--per-class", "2") == 0
+    capsys.readouterr()
+    assert video(pipe_dir, out, "--classes", "0", "--temperature", "0.5") == 2
+    error = one_error(capsys)
+    assert "holds a run with other sampling settings" in error and "--restart" in error
+    assert video(pipe_dir, out, "--classes", "0", "--temperature", "0.5", "--restart") == 0
+    assert sorted(p.name for p in (out / "videos").iterdir()) == ["a_0.gif"]
+    [record] = [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
+    assert record["id"] == "a_0" and record["class_label"] == 0 and record["video"] == "videos/a_0.gif"
+
+
+def test_a_classes_rerun_skips_what_is_done_and_adds_new_classes(pipe_dir, tmp_path, capsys):
+    """A rerun of `video --classes` decoded every video again; it now resumes like a batch."""
+    out = tmp_path / "vc"
+    assert video(pipe_dir, out, "--classes", "a") == 0
+    capsys.readouterr()
+    assert video(pipe_dir, out, "--classes", "0", "c") == 0
+    assert "wrote 1 videos (1 already done)" in capsys.readouterr().out
+    assert [json.loads(line)["id"] for line in (out / "manifest.jsonl").read_text().splitlines()] == ["a_0", "c_0"]
+
+
+def test_a_folder_of_videos_written_before_runs_were_recorded_is_refused_until_restarted(pipe_dir, tmp_path, capsys):
+    """`video --classes` once wrote `{class}_{seed}.gif` at the top of `--out` with no record of
+    its settings: such a folder is refused in one line, and `--restart` deletes those videos."""
+    out = tmp_path / "vc"
+    out.mkdir()
+    (out / "a_0.gif").write_bytes(b"GIF89a old")
+    (out / "b_3.mp4").write_bytes(b"old")
+    (out / "notes.txt").write_text("keep me")
+    assert video(pipe_dir, out, "--classes", "0") == 2
+    error = one_error(capsys)
+    assert "a_0.gif and 1 more" in error and "--restart" in error
+    assert video(pipe_dir, out, "--classes", "0", "--restart") == 0
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.jsonl", "notes.txt", "records", "run.json", "videos"]
 
 
 def test_per_class_past_the_cache_budget_is_refused_before_decoding(pipe_dir, tmp_path, capsys):

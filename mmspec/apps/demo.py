@@ -32,6 +32,7 @@ import torch
 from mmspec.runs.batch import MAX_SEED
 from mmspec.decoding.auto import describe_choices
 from mmspec.decoding.config import DECODINGS, DecodingConfig
+from mmspec.decoding.names import parse_name
 from mmspec.io.images import commit_heatmap
 from mmspec.pipelines.pipeline_utils import sampling_config
 
@@ -130,7 +131,7 @@ def compare(pipe, condition: dict, methods: list[str], settings: dict):
     """Decodes the condition with AR and each method from the same seed.
 
     Returns (gallery items, table rows, heatmap items)."""
-    own = lambda name: {k: v for k, v in settings["params"].items() if not (name.startswith("auto") and k in CHOSEN_BY_AUTO)}
+    own = lambda name: {k: v for k, v in settings["params"].items() if not (parse_name(name).method == "auto" and k in CHOSEN_BY_AUTO)}
     configs = [pipe.check_decoding(DecodingConfig.from_name(name, **own(name))) for name in ["ar", *methods]]
     gallery, rows, heatmaps = [], [], []
     baseline = None

@@ -142,10 +142,9 @@ def run_caption_batch(
 
 def call_kwargs_from(args) -> dict:
     """The pipeline keywords of `mmspec caption`'s flags, checked before any loading."""
-    from mmspec.pipelines.captioning import TEXT_DECODINGS
+    from mmspec.pipelines.captioning import caption_decoding
 
-    if args.decoding not in TEXT_DECODINGS:
-        raise ValueError(f"unknown decoding {args.decoding!r} for text; choose from {', '.join(TEXT_DECODINGS)}")
+    caption_decoding(args.decoding)
     filters = {k: v for k, v in dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p).items() if v is not None}
     if filters and not args.sample:
         raise ValueError(f"{', '.join('--' + k.replace('_', '-') for k in filters)} need --sample (greedy decoding ignores them)")

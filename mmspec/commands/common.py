@@ -68,12 +68,12 @@ def seed_number(text: str) -> int:
 def decoding_configs(args, default: str = DEFAULT_DECODING) -> list:
     """Every decoding a verb runs (bench: `--methods`, others: `--decoding`), each with the
     same `--window`, `--zipar-window`, `--init`, `--branches` and `--step-test`."""
-    from mmspec.decoding.config import DecodingConfig
+    from mmspec.decoding.config import parse_decoding
 
     names = args.methods if args.command == "bench" else [args.decoding or default]
-    # LPD pipelines name their own decodings (lpd-20, ...); the pipeline checks those
-    return [n if n.startswith("lpd") else DecodingConfig.from_name(n, window=args.window, zipar_window=args.zipar_window, init=args.init,
-                                                                    branches=args.branches, step_test=args.step_test, cost=args.cost)
+    # one grammar for every name: LPD's (lpd-20, ...) parse to an LPDDecoding, which the flags do not apply to
+    return [parse_decoding(n, window=args.window, zipar_window=args.zipar_window, init=args.init, branches=args.branches,
+                           step_test=args.step_test, cost=args.cost)
             for n in names]
 
 
@@ -192,10 +192,10 @@ def check_out_dir(out_dir: Path, files: tuple[Path, ...], overwrite: bool) -> No
 # --- the verbs ---------------------------------------------------------------------------
 
 
-def add_pipeline(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--pipeline", default=str(DEFAULT_ASSETS),
+def add_pipeline(p: argparse.ArgumentParser, default: Path = DEFAULT_ASSETS, model: str = "image") -> None:
+    p.add_argument("--pipeline", default=str(default),
                    help="saved pipeline directory, or a shipped model's name: default, lpd, video, mesh, speech, captioner "
-                        "(default: the shipped image model)")
+                        f"(default: the shipped {model} model)")
     p.add_argument("--threads", type=positive_int, help="torch CPU threads, >= 1 (default: torch's choice)")
 
 

@@ -38,8 +38,7 @@ EARLIER_RECORDS = "records.jsonl"
 
 def add_parser(sub) -> None:
     m = sub.add_parser("mesh", help="generate meshes (.glb/.obj/.ply + PNG previews) per class, or a resumable batch from a file")
-    add_pipeline(m)
-    m.set_defaults(pipeline=str(MESH_ASSETS))
+    add_pipeline(m, MESH_ASSETS, "mesh")
     m.add_argument("--classes", nargs="*", help="class names or indices (default: every class)")
     m.add_argument("--per-class", type=positive_int, default=1, help="meshes per class (default 1)")
     m.add_argument("--items", help="batch file: one class name or index per line, or .jsonl objects with class and an optional id")

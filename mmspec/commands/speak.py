@@ -85,8 +85,7 @@ def speak_command(args) -> None:
 
 def add_parser(sub) -> None:
     s = sub.add_parser("speak", help="say words with the speech model into a WAV, or a words file into a resumable batch")
-    add_pipeline(s)
-    s.set_defaults(pipeline=str(SPEECH_ASSETS))
+    add_pipeline(s, SPEECH_ASSETS, "speech")
     add_method(s)
     add_decoding(s)
     s.add_argument("words", nargs="*", help="words to say, one after another (seven three ...)")

@@ -3,16 +3,19 @@
 Two modes, one verb:
 
     mmspec video --classes "circle right" 3 --per-class 2 --out outputs/videos      # GIF (or --format mp4) per video
-    mmspec video --batch labels.txt --out outputs/video_batch                        # resumable: one video per line
+    mmspec video --batch labels.txt --out outputs/video_batch                        # one video per line
 
-Videos are named `{class}_{seed}.{format}` (spaces in a class name become `_`); a batch
-is a run of `mmspec.runs.runner`: `videos/{id}.{format}` and `records/{id}.json` per line
-(each item seeded from `--seed` and its id, so a rerun skips what is done and redoes
-nothing else), `run.json` (the settings and every line's class; a rerun with others is
-refused until `--restart`), then `manifest.jsonl`. Decoding defaults to MC-SJD with
-previous-frame drafts; `--frame-rows R` adds the frame schedule (a frame opens once the
-previous has R committed rows; relaxed). `--per-class` and `--scale` are bounded by the
-memory they imply, and checked before any decoding.
+Both are a run of `mmspec.runs.runner`: `videos/{id}.{format}` and `records/{id}.json`
+per video, `run.json` (the settings and every video's class and seed; a rerun with other
+settings, or another class for an id, is refused until `--restart`), then
+`manifest.jsonl`; a rerun skips what is done. With `--classes` a video's id is
+`{class}_{seed}` (spaces in a class name become `_`), its seed `--seed + i` for the i-th
+of its class; in a batch the id is the line's, its seed drawn from `--seed` and the id. A
+folder holding the `{class}_{seed}.{format}` files that `--classes` wrote before its runs
+were recorded is refused until `--restart`, which deletes them. Decoding defaults to
+MC-SJD with previous-frame drafts; `--frame-rows R` adds the frame schedule (a frame opens
+once the previous has R committed rows; relaxed). `--per-class` and `--scale` are bounded
+by the memory they imply, and checked before any decoding.
 """
 
 from __future__ import annotations
@@ -20,15 +23,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import re
 from pathlib import Path
 
 import torch
 
 from mmspec.assets import VIDEO_ASSETS
 from mmspec.runs.batch import item_seed, read_items
-from mmspec.runs.paths import class_file_name, inside
+from mmspec.runs.paths import FILE_NAME, class_file_name
 from mmspec.io.files import atomic_write, check_writable
-from mmspec.runs.runner import Run, RunItem
+from mmspec.runs.runner import RESTART, Run, RunItem
 from mmspec.io.video import VIDEO_FORMATS, check_format
 
 # a video's upscaled frames are held in memory at once before they are encoded
@@ -60,7 +64,7 @@ def add_video_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", default="gif", help=f"output format: {', '.join(VIDEO_FORMATS)} (default gif)")
     p.add_argument("--scale", type=int, default=4, help="pixel upscaling of the written frames (default 4)")
     p.add_argument("--out", default="outputs/videos", help="output directory (default outputs/videos)")
-    p.add_argument("--restart", action="store_true", help="with --batch: delete an earlier run's results in --out and start over")
+    p.add_argument("--restart", action="store_true", help="delete an earlier run's results in --out and start over")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
 
 
@@ -89,8 +93,6 @@ def run(args) -> None:
         raise ValueError(f"--scale must be >= 1, got {args.scale}")
     if args.batch and args.classes:
         raise ValueError("give --classes or --batch, not both")
-    if args.restart and not args.batch:
-        raise ValueError("--restart clears a batch folder: give it with --batch")
     out_dir = Path(args.out)
     check_writable(out_dir)
     if args.threads:
@@ -104,18 +106,17 @@ def run(args) -> None:
     check_scale(args.scale, frames, frame_size(pipe))
     sampling = {k: v for k, v in dict(guidance_scale=args.guidance_scale, temperature=args.temperature).items() if v is not None}
     if args.batch:
-        run_batch(pipe, args, config, frames, fmt, sampling, out_dir)
-        return
-    if args.per_class > pipe.max_images_per_call:
-        raise ValueError(f"--per-class {args.per_class} is more than the {pipe.max_images_per_call} videos one call of this model "
-                         "may decode (what its key-value cache budget holds); use --batch for large runs")
-    labels = list(range(len(pipe.class_names))) if not args.classes else [pipe.class_label(parse_class(c)) for c in args.classes]
-    # every file name checked before any decoding: class names come from the saved pipeline
-    paths = {(label, i): inside(out_dir, f"{class_file_name(pipe.class_names[label])}_{args.seed + i}.{fmt}")
-             for label in labels for i in range(args.per_class)}
-    for (label, i), path in paths.items():
-        out = write_one(pipe, label, args.seed + i, config, frames, sampling, path, args.scale)
-        print(f"wrote {path}: {out.stats[0].forward_passes} forwards for {out.tokens.shape[1]} tokens ({config.describe()})")
+        tasks = [RunItem(item.id, {"class_label": item.class_label}, item_seed(args.seed, item.id))
+                 for item in read_items(args.batch, len(pipe.class_names))]
+    else:
+        if args.per_class > pipe.max_images_per_call:
+            raise ValueError(f"--per-class {args.per_class} is more than the {pipe.max_images_per_call} videos one call of this "
+                             "model may decode (what its key-value cache budget holds); use --batch for large runs")
+        labels = list(range(len(pipe.class_names))) if not args.classes else [pipe.class_label(parse_class(c)) for c in args.classes]
+        # class names come from the saved pipeline: they name files only once checked
+        tasks = [RunItem(f"{class_file_name(pipe.class_names[label])}_{args.seed + i}", {"class_label": label}, args.seed + i)
+                 for label in dict.fromkeys(labels) for i in range(args.per_class)]
+    run_videos(pipe, args, config, frames, fmt, sampling, out_dir, tasks)
 
 
 def frame_size(pipe) -> tuple[int, int]:
@@ -147,16 +148,31 @@ def write_one(pipe, label: int, seed: int, config, frames: int, sampling: dict, 
     return out
 
 
-def run_batch(pipe, args, config, frames: int, fmt: str, sampling: dict, out_dir: Path) -> None:
-    """One video per item of `--batch`, as a resumable run: items whose record exists are
-    skipped; a folder holding a run with other settings or classes is refused."""
-    items = read_items(args.batch, len(pipe.class_names))
+def earlier_videos(out_dir: Path, class_names: list[str]) -> list[str]:
+    """The `{class}_{seed}.{format}` files at the top of `out_dir` that `--classes` wrote
+    before its runs were recorded (names of no class of the pipeline are not ours)."""
+    stems = [name.replace(" ", "_") for name in class_names]
+    stems = [re.escape(stem) for stem in stems if FILE_NAME.fullmatch(stem)]
+    if not stems or not out_dir.is_dir():
+        return []
+    pattern = re.compile(rf"(?:{'|'.join(stems)})_\d+\.(?:{'|'.join(VIDEO_FORMATS)})")
+    return sorted(path.name for path in out_dir.iterdir() if pattern.fullmatch(path.name) and path.is_file())
+
+
+def run_videos(pipe, args, config, frames: int, fmt: str, sampling: dict, out_dir: Path, tasks: list[RunItem]) -> None:
+    """One video per task, as a resumable run: tasks whose record exists are skipped; a
+    folder holding a run with other settings or classes, or videos of the layout before
+    runs were recorded, is refused until `--restart`."""
+    earlier = earlier_videos(out_dir, pipe.class_names)
+    if earlier and not args.restart:
+        more = f" and {len(earlier) - 1} more" if len(earlier) > 1 else ""
+        raise ValueError(f"{out_dir} holds videos written before runs were recorded ({earlier[0]}{more}), without a record of "
+                         f"their settings; {RESTART}")
     video = f"videos/{{id}}.{fmt}"
     settings = {"pipeline": str(Path(args.pipeline).resolve()), "decoding": {"name": config.name, **dataclasses.asdict(config)},
                 "frames": frames, "seed": args.seed, "format": fmt, "scale": args.scale,
                 "sampling": {**pipe.default_sampling, **sampling}}
-    tasks = [RunItem(item.id, {"class_label": item.class_label}, item_seed(args.seed, item.id)) for item in items]
-    run = Run(out_dir, settings, tasks, outputs=(video,)).start(args.restart)
+    run = Run(out_dir, settings, tasks, outputs=(video,), earlier_layout=tuple(earlier)).start(args.restart)
     todo = run.todo()
     for task in todo:
         label = task.inputs["class_label"]
@@ -164,5 +180,6 @@ def run_batch(pipe, args, config, frames: int, fmt: str, sampling: dict, out_dir
         out = write_one(pipe, label, task.seed, config, frames, sampling, path, args.scale)
         run.write_record(task, {"class_name": pipe.class_names[label], "video": str(path.relative_to(out_dir)),
                                 "forward_passes": out.stats[0].forward_passes})
+        print(f"wrote {path}: {out.stats[0].forward_passes} forwards for {out.tokens.shape[1]} tokens ({config.describe()})")
     manifest = run.write_manifest()
-    print(f"wrote {len(todo)} videos ({len(items) - len(todo)} already done); manifest: {manifest}")
+    print(f"wrote {len(todo)} videos ({len(tasks) - len(todo)} already done); manifest: {manifest}")

@@ -103,3 +103,31 @@ class TokenModel(Protocol):
         """Allocates a cache for the batch of `condition` (both CFG halves when `guided`),
         prefills the condition, and returns the session. `extra_positions` scratch
         positions past the end are reserved for windows that overhang it."""
+
+
+class GroupSession(Protocol):
+    """The cache of one group-by-group call (LPD's) over an order of the grid's cells."""
+
+    batch_size: int
+
+    def step(self, previous: torch.Tensor | None, group: int) -> GuidedLogits:
+        """Feeds `previous [B, m]`, the tokens drawn for the group queried last (None at
+        first), and queries the next `group` cells of the order: their logits `[B, group, V]`."""
+
+
+class GroupModel(Protocol):
+    """A generator that decodes a group of cells per forward, in an order of its grid it is
+    given (LPD). `generate` runs such a model group by group (`mmspec.decoding.lpd`) when it
+    declares `decodes_in_groups = True`; `config.grid_size` and `config.seq_len` give its
+    grid, `device` where its inputs go."""
+
+    decodes_in_groups: bool
+    config: Any
+    device: torch.device
+
+    def layout(self) -> TokenLayout:
+        """The layout of one generated sample (its grid)."""
+
+    def start(self, condition: Any, orders: torch.Tensor, *, guided: bool) -> GroupSession:
+        """A session decoding the cells of `orders [B, T]` (raster indices in generation
+        order) for the batch of `condition` (both CFG halves when `guided`)."""

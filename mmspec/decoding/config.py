@@ -1,6 +1,10 @@
-"""DecodingConfig: which method decodes, parsed from names such as "zipar+mc-sjd+gsd".
+"""Which method decodes, parsed from names such as "zipar+mc-sjd+gsd" or "lpd-20".
 
-A method is four independent choices:
+Names follow one grammar (`mmspec.decoding.names`); `parse_decoding` turns a name into the
+config it says: a `DecodingConfig` (Jacobi decoding and AR, for any `TokenModel`) or an
+`LPDDecoding` (LPD's group-by-group decoding, for an LPD model). `generate` takes either.
+
+A `DecodingConfig` is four independent choices:
   * drafting: "ar" (none), "sjd" (fresh drafts each iteration), "mc-sjd" (coupled drafts)
     or "auto" (MC-SJD whose window, branches and first drafts are picked forward by forward
     from the device's measured cost curve and the decode's own acceptance: `mmspec.decoding.auto`);
@@ -9,34 +13,21 @@ A method is four independent choices:
     object (`mmspec.decoding.schedules`: `Frames` for video);
   * first drafts: a drafter (`mmspec.decoding.drafts`) by name ("random", "above",
     "lookup+above", ...) or as an object.
+An `LPDDecoding` is the number of forwards (LPD's group sizes) and the order's repulsion.
 """
 
 from __future__ import annotations
 
-import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from mmspec.core.rules import ExactRule, GSDRule, LanternRule, PCGRule
 from mmspec.decoding.branches import BranchSetting
-from mmspec.decoding.drafts import DRAFTER_NAMES, drafter_from_name
+from mmspec.decoding.drafts import drafter_from_name
+from mmspec.decoding.names import DECODINGS, DRAFTING, FAMILY_DRAFTERS, LPD_NAMES, RELAXED, parse_name  # noqa: F401 (re-exported)
 from mmspec.decoding.schedules import Frames, Raster, ZipAR, check_count
 
-DRAFTING = ("ar", "sjd", "mc-sjd", "auto")
 COST_MODES = ("cached", "refresh", "off")
-RELAXED = ("lantern", "gsd", "pcg")
-
-
-def _valid_names() -> list[str]:
-    names = []
-    for zipar, drafting, rule in itertools.product(("", "zipar"), DRAFTING, ("",) + RELAXED):
-        if drafting == "ar" and rule:
-            continue
-        parts = [zipar] + ([] if (drafting == "ar" and zipar) else [drafting]) + [rule]
-        names.append("+".join(p for p in parts if p))
-    return names
-
-
-DECODINGS = tuple(_valid_names())
 AUTO_MAX_WINDOW = 32  # auto's largest window unless one is given
 
 
@@ -252,45 +243,116 @@ class DecodingConfig:
         branch_length: int = 2,
         step_test: str = "per-token",
         cost: str = "cached",
+        drafters: Mapping[str, object] | None = None,
     ) -> "DecodingConfig":
-        """Parses "sjd", "mc-sjd+lantern", "zipar+mc-sjd", ... (see `DECODINGS`).
-        `lantern_lambda` selects LANTERN++'s ratio form instead of `lantern_delta`.
+        """Parses "sjd", "mc-sjd+lantern", "zipar+mc-sjd", ... (the grammar:
+        `mmspec.decoding.names`). `lantern_lambda` selects LANTERN++'s ratio form instead of
+        `lantern_delta`.
 
         Drafter names may join in and replace `init`: "mc-sjd+lookup" is MC-SJD with
         lookup drafts; a drafter alone ("lookup") means SJD with it. "prompt-lookup" is
-        prompt-lookup decoding: SJD redrafting every slot with "phrase-lookup"."""
-        if isinstance(name, str) and name.lower() == "prompt-lookup":
+        prompt-lookup decoding: SJD redrafting every slot with "phrase-lookup".
+        `drafters` supplies the drafter objects of a family's own drafter names
+        (`names.FAMILY_DRAFTERS`: the mesh pipeline's "face-lookup"), each used alone.
+        LPD's names ("lpd-20") are refused: `parse_decoding` or `LPDDecoding.from_name`
+        parse those."""
+        parsed = parse_name(name)
+        if parsed.lpd:
+            raise lpd_refusal(name)
+        if parsed.redraft:
             return cls(method="sjd", window=window or 16, init="phrase-lookup", redraft=True)
-        given = name.lower().split("+") if isinstance(name, str) else []
-        drafters = [p for p in given if p in DRAFTER_NAMES]
-        parts = [p for p in given if p not in DRAFTER_NAMES]
-        if drafters:
-            init = "+".join(drafters)
-            if not any(p in DRAFTING for p in parts):
-                parts.append("sjd")
-        canonical = "+".join(sorted(parts, key=lambda p: ("zipar", *DRAFTING, *RELAXED).index(p) if p in ("zipar", *DRAFTING, *RELAXED) else 99))
-        if canonical not in DECODINGS or len(set(given)) != len(given) or (drafters and "ar" in parts):
-            raise ValueError(
-                f"unknown decoding {name!r}; choose from {', '.join(DECODINGS)}, optionally with drafters "
-                f"({', '.join(DRAFTER_NAMES)}) joined by '+', or prompt-lookup"
-            )
-        method = next((p for p in parts if p in DRAFTING), "ar")
+        family = [d for d in parsed.drafters if d in FAMILY_DRAFTERS]
+        if family:
+            if family[0] not in (drafters or {}):
+                raise ValueError(f"the {family[0]} drafter is for {FAMILY_DRAFTERS[family[0]]}, got {name!r}")
+            if len(parsed.drafters) > 1:
+                raise ValueError(f"{family[0]} drafts alone; join no other drafter to it, got {name!r}")
+            init = drafters[family[0]]
+        elif parsed.drafters:
+            init = "+".join(parsed.drafters)
         rule = ExactRule()
-        if "lantern" in parts:
+        if parsed.rule == "lantern":
             rule = LanternRule(k=lantern_k, delta=None if lantern_lambda is not None else lantern_delta, lam=lantern_lambda)
-        elif "gsd" in parts:
+        elif parsed.rule == "gsd":
             rule = GSDRule(rank_window=gsd_rank_window, prob_gap=gsd_prob_gap, embed_dist=gsd_embed_dist)
-        elif "pcg" in parts:
+        elif parsed.rule == "pcg":
             rule = PCGRule(groups=pcg_groups)
         return cls(
-            method=method,
+            method=parsed.method,
             rule=rule,
             window=window,
             init=init,
-            zipar_window=zipar_window if "zipar" in parts else None,
+            zipar_window=zipar_window if parsed.zipar else None,
             branches=branches,
             branch_slots=branch_slots,
             branch_length=branch_length,
             step_test=step_test,
             cost=cost,
         )
+
+
+@dataclass(frozen=True)
+class LPDDecoding:
+    """LPD's group-by-group decoding of an LPD model (`mmspec.decoding.lpd`): "lpd-20",
+    "lpd-32" (`steps` forwards, LPD's group sizes), or "ar" (one cell per forward, in the
+    locality-aware order: the LPD model's own one-token-per-step baseline).
+    `repulsion`: the order's, or None for the pipeline's (`generate`: 1).
+
+    A type of its own rather than a `DecodingConfig` method: none of Jacobi's parameters
+    (window, rule, drafts, schedule, branches) applies to it, and it needs another kind of
+    model (one that decodes a group of cells per forward in an order it is given).
+    """
+
+    steps: int | None = 20  # None: one cell per step
+    repulsion: int | None = None
+
+    exact = True  # each group is drawn from the model's own distribution over it
+
+    @property
+    def name(self) -> str:
+        return "ar" if self.steps is None else "lpd"
+
+    def describe(self) -> str:
+        return "ar" if self.steps is None else f"lpd-{self.steps}"
+
+    @classmethod
+    def from_name(cls, name: str) -> "LPDDecoding":
+        """"lpd-<steps>" or "ar" (the grammar: `mmspec.decoding.names`)."""
+        return as_lpd_decoding(name)
+
+
+def lpd_refusal(decoding) -> ValueError:
+    """The one-line error for an LPD decoding given where a model decodes token by token."""
+    name = decoding.describe() if isinstance(decoding, LPDDecoding) else decoding
+    return ValueError(f"{name} is LPD's group-by-group decoding, for an LPD model (LPDPipeline); this one decodes token by "
+                      f"token: choose from {', '.join(DECODINGS)}, optionally with drafters joined by '+', or prompt-lookup")
+
+
+def as_lpd_decoding(decoding, who: str = "an LPD pipeline") -> LPDDecoding:
+    """`decoding` (a name, a `DecodingConfig` or an `LPDDecoding`) as an `LPDDecoding`: the
+    LPD names, and plain AR ("ar", exact) as one cell per forward; anything else is a one-line
+    error naming what `who` takes."""
+    config = parse_decoding(decoding)
+    if isinstance(config, LPDDecoding):
+        return config
+    if config.name == "ar" and config.exact:
+        return LPDDecoding(None)
+    shown = decoding if isinstance(decoding, str) else config.describe()
+    raise ValueError(f"{who} decodes group by group: choose lpd-<steps> ({', '.join(LPD_NAMES)}) or ar, got {shown!r}")
+
+
+def parse_decoding(decoding, **params) -> DecodingConfig | LPDDecoding:
+    """The config a decoding name says: an `LPDDecoding` for "lpd-<steps>", else
+    `DecodingConfig.from_name(decoding, **params)` (`params` are Jacobi's and do not apply to
+    LPD). A config is returned as given.
+
+    Example:
+        >>> parse_decoding("lpd-32"), parse_decoding("mc-sjd+gsd", window=8).describe()
+        (LPDDecoding(steps=32, repulsion=None), 'mc-sjd+gsd (window=8)')
+    """
+    if isinstance(decoding, (DecodingConfig, LPDDecoding)):
+        return decoding
+    parsed = parse_name(decoding)
+    if parsed.lpd:
+        return LPDDecoding(parsed.steps)
+    return DecodingConfig.from_name(decoding, **params)

@@ -1,4 +1,4 @@
-"""`generate`: the one entry point pipelines call, whatever the decoding method."""
+"""`generate`: the one entry point pipelines call, whatever the decoding method (LPD's included)."""
 
 from __future__ import annotations
 
@@ -10,25 +10,29 @@ import torch
 from mmspec.core.contracts import TokenModel
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.ar import decode_ar
-from mmspec.decoding.config import DecodingConfig
+from mmspec.decoding.config import DecodingConfig, LPDDecoding, as_lpd_decoding, lpd_refusal, parse_decoding
 from mmspec.decoding.cost_model import model_device, session_curve
 from mmspec.decoding.jacobi import branch_options, decode_jacobi, extra_positions
+from mmspec.decoding.lpd import check_guidance_schedule, decode_lpd
 from mmspec.decoding.schedules import Raster
 from mmspec.decoding.stats import DecodeStats
 from mmspec.decoding.stopping import Stopping
 
 
 def as_decoding(decoding: str | DecodingConfig) -> DecodingConfig:
-    if isinstance(decoding, DecodingConfig):
-        return decoding
-    return DecodingConfig.from_name(decoding)
+    """`decoding` as a `DecodingConfig` (the one grammar: `mmspec.decoding.names`); LPD's
+    names are refused in one line (they decode an LPD model, not a `TokenModel`)."""
+    config = parse_decoding(decoding)
+    if isinstance(config, LPDDecoding):
+        raise lpd_refusal(config)
+    return config
 
 
 @torch.no_grad()
 def generate(
     model: TokenModel,
     condition: Any,
-    decoding: str | DecodingConfig = "auto",
+    decoding: str | DecodingConfig | LPDDecoding = "auto",
     sampling: SamplingConfig | None = None,
     generator: torch.Generator | None = None,
     on_step: Callable[[int, int], None] | None = None,
@@ -39,15 +43,20 @@ def generate(
     pad_token_id: int | None = None,
     processors: Sequence = (),
     on_commit: Callable[[torch.Tensor], None] | None = None,
+    guidance_schedule: str | None = None,
 ) -> tuple[torch.Tensor, DecodeStats]:
     """Generates one sample per condition of the batch.
 
     Args:
-        model (`TokenModel`): the generator (a `LlamaGenGPT`, say).
-        condition: what `model.start` takes (class labels `[B]` for c2i LlamaGen).
-        decoding (`str` or `DecodingConfig`, *optional*, defaults to "auto"): the method,
-            by name ("auto", "ar", "sjd", "mc-sjd", "sjd+lantern", "mc-sjd+gsd", "zipar",
-            "zipar+mc-sjd", ...: see `mmspec.decoding.config.DECODINGS`) or as a config.
+        model (`TokenModel` or `GroupModel`): the generator (a `LlamaGenGPT`, say; an LPD
+            model, `decodes_in_groups`, is decoded group by group).
+        condition: what `model.start` takes (class labels `[B]` for c2i LlamaGen and LPD).
+        decoding (`str`, `DecodingConfig` or `LPDDecoding`, *optional*, defaults to "auto"):
+            the method, by name ("auto", "ar", "sjd", "mc-sjd", "sjd+lantern", "mc-sjd+gsd",
+            "zipar", "zipar+mc-sjd", ...: the grammar of `mmspec.decoding.names`) or as a
+            config. An LPD model takes "lpd-<steps>" ("lpd-20", "lpd-32": LPD's group sizes)
+            or "ar" (one cell per forward in LPD's order), and nothing else; other models
+            refuse LPD's names.
         sampling (`SamplingConfig`, *optional*): CFG, temperature, top-k, top-p.
         generator (`torch.Generator`, *optional*): the source of every random draw.
         on_step (`Callable[[int, int], None]`, *optional*): called with (tokens committed
@@ -63,6 +72,8 @@ def generate(
         on_commit (`Callable[[torch.Tensor], None]`, *optional*): called after each forward
             with the tokens committed so far, `[B, T]` (`[B, T, K]`), -1 where none yet
             (streaming); read it, do not keep or change it.
+        guidance_schedule (`str`, *optional*): LPD only: how guidance grows along the
+            order, "linear" (LPD's; the default) or "constant".
 
     Returns:
         tokens `[B, T]` (long; `[B, T, K]` for K tokens per step) and a `DecodeStats`
@@ -79,6 +90,17 @@ def generate(
         (torch.Size([2, 16]), True)
     """
     sampling = sampling or SamplingConfig()
+    if getattr(model, "decodes_in_groups", False):
+        config = as_lpd_decoding(decoding, who="an LPD model")
+        given = dict(layout=layout, stop_tokens=stop_tokens, max_length=max_length, pad_token_id=pad_token_id,
+                     processors=processors, on_commit=on_commit)
+        refused = [name for name, value in given.items() if value is not None and not (isinstance(value, Sequence) and not value)]
+        if refused:
+            raise ValueError(f"an LPD model decodes its whole grid group by group; generate takes no {', '.join(refused)} for it")
+        return decode_lpd(model, condition, config, sampling, generator, on_step,
+                          check_guidance_schedule("linear" if guidance_schedule is None else guidance_schedule))
+    if guidance_schedule is not None:
+        raise ValueError(f"guidance_schedule is LPD's (its guidance grows along its order); {type(model).__name__} takes none")
     config = as_decoding(decoding)
     layout = layout or model.layout()
     if max_length is not None:

@@ -1,5 +1,9 @@
 """Group-by-group decoding of an LPD model: one forward per group of the order.
 
+`generate(model, labels, "lpd-20")` runs it (`decode_lpd`) when the model decodes in
+groups (`decodes_in_groups`, `mmspec.core.contracts.GroupModel`), returning tokens and a
+`DecodeStats` like every other method; `generate_lpd` is the loop itself, with its orders.
+
 Each step samples the queried group from its logits, with LPD's linear guidance schedule
 (`linear_guidance`: the scale grows with a token's place in the order)
 and the usual temperature / top-k / top-p, every draw from the caller's generator.
@@ -20,47 +24,22 @@ Example:
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from mmspec.core.sampling import SamplingConfig, classifier_free_guidance, sample, transform
+from mmspec.decoding.config import LPDDecoding  # noqa: F401 (its old home: still importable from here)
 from mmspec.decoding.orders import LocalityOrder
+from mmspec.decoding.stats import DecodeStats
 
 
 def linear_guidance(order_index: torch.Tensor, cells: int, scale: float) -> torch.Tensor:
     """LPD's linear CFG schedule: the guidance of the token at place `order_index` in the
     order grows from 1 at the first to `scale` at the end, `1 + (scale - 1) * i / cells`."""
     return 1 + (scale - 1) * order_index.float() / cells
-
-
-@dataclass(frozen=True)
-class LPDDecoding:
-    """How an LPD pipeline decodes, by name as the CLI and benchmarks give it: "lpd-20",
-    "lpd-32" (`steps` forwards, LPD's group sizes), or "ar" (one cell per forward, in the
-    locality-aware order: the LPD model's own one-token-per-step baseline).
-    `repulsion`: the order's, or None for the pipeline's."""
-
-    steps: int | None = 20  # None: one cell per step
-    repulsion: int | None = None
-
-    exact = True  # each group is drawn from the model's own distribution over it
-
-    @property
-    def name(self) -> str:
-        return "ar" if self.steps is None else "lpd"
-
-    def describe(self) -> str:
-        return "ar" if self.steps is None else f"lpd-{self.steps}"
-
-    @classmethod
-    def from_name(cls, name: str) -> "LPDDecoding":
-        if name == "ar":
-            return cls(None)
-        prefix, _, steps = name.partition("-")
-        if prefix != "lpd" or not steps.isdigit() or int(steps) < 1:
-            raise ValueError(f"an LPD pipeline decodes group by group: choose lpd-<steps> (lpd-20, lpd-32) or ar, got {name!r}")
-        return cls(int(steps))
 
 
 @dataclass
@@ -96,6 +75,7 @@ def generate_lpd(
     generator: torch.Generator | None = None,
     orders: torch.Tensor | None = None,
     guidance_schedule: str = "linear",
+    on_step: Callable[[int, int], None] | None = None,
 ) -> LPDOutput:
     """Decodes one image per label in `order.steps` forwards.
 
@@ -104,6 +84,7 @@ def generate_lpd(
         orders: `[B, T]` raster cells in generation order; by default drawn from `order`
             (its seeds from `generator`). Their group sizes are `order.group_sizes` either way.
         guidance_schedule: "linear" (LPD's) or "constant" (the full scale for every token).
+        on_step: called with (cells decoded per image, cells per image) after each forward.
     """
     check_guidance_schedule(guidance_schedule)
     T = model.config.seq_len
@@ -126,8 +107,39 @@ def generate_lpd(
             x = classifier_free_guidance(logits.uncond, x, scale[None, :, None].to(x.dtype))
         previous = sample(transform(x, sampling), generator)
         in_order[:, group] = previous
+        if on_step:
+            on_step(group.stop, T)
     tokens = torch.empty_like(orders).scatter_(1, orders, in_order)
     step_of_place = torch.repeat_interleave(torch.arange(order.steps, device=orders.device),
                                             torch.tensor(order.group_sizes, device=orders.device))
     step_of_cell = torch.empty_like(orders).scatter_(1, orders, step_of_place.expand_as(orders).contiguous())
     return LPDOutput(tokens, orders, step_of_cell, order.steps)
+
+
+def lpd_order(model, decoding: LPDDecoding) -> LocalityOrder:
+    """The locality-aware order of `decoding` on the model's grid: LPD's group sizes for
+    its steps (one cell per step for "ar"), its repulsion (1 when unset)."""
+    g = model.config.grid_size
+    return LocalityOrder.for_steps(decoding.steps or g * g, g, repulsion=1 if decoding.repulsion is None else decoding.repulsion)
+
+
+@torch.no_grad()
+def decode_lpd(
+    model: torch.nn.Module,
+    labels: torch.Tensor,
+    decoding: LPDDecoding,
+    sampling: SamplingConfig,
+    generator: torch.Generator | None = None,
+    on_step: Callable[[int, int], None] | None = None,
+    guidance_schedule: str = "linear",
+) -> tuple[torch.Tensor, DecodeStats]:
+    """`generate`'s LPD path: one image per label in `decoding`'s order (`lpd_order`).
+
+    Returns tokens `[B, T]` in raster order and a `DecodeStats` (`commit_iteration`: the
+    forward, 0-based, that drew each cell; `forward_passes`: one per group)."""
+    started = time.perf_counter()
+    out = generate_lpd(model, labels, lpd_order(model, decoding), sampling, generator, guidance_schedule=guidance_schedule,
+                       on_step=on_step)
+    stats = DecodeStats(decoding.describe(), decoding.exact, out.forward_passes, out.tokens.numel(),
+                        time.perf_counter() - started, out.step_of_cell)
+    return out.tokens, stats

@@ -150,7 +150,10 @@ class Block(nn.Module):
 
 
 class LPD(DeviceDtypeMixin, nn.Module):
-    """The LPD decoder; `start` opens a cached `LPDSession` for group-by-group decoding."""
+    """The LPD decoder; `start` opens a cached `LPDSession` for group-by-group decoding
+    (`mmspec.core.contracts.GroupModel`: `generate` decodes it with "lpd-<steps>")."""
+
+    decodes_in_groups = True  # `generate` runs LPD's group-by-group decoding on it
 
     def __init__(self, config: LPDConfig):
         super().__init__()

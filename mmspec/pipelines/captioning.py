@@ -45,9 +45,31 @@ from mmspec.pipelines.pipeline_utils import (
 from mmspec.utils.json_files import write_json
 
 DEFAULT_PROMPT = "describe the picture ."  # when a saved pipeline names none
-# the engine's decodings for text (prompt-lookup: every forward redrafts from the prompt and text)
+# the engine's decodings for text, as offered (prompt-lookup: every forward redrafts from the prompt and text);
+# `caption_decoding` takes every name of the grammar that decodes text (`check_text_decoding`)
 TEXT_DECODINGS = ("auto", "ar", "sjd", "mc-sjd", "lookup", "mc-sjd+lookup", "prompt-lookup")
 MAX_TEMPERATURE = 10.0
+
+
+def caption_decoding(decoding: str | DecodingConfig) -> DecodingConfig:
+    """`decoding` parsed by the one grammar (`mmspec.decoding.names`) and checked as text
+    decoding (`mmspec.pipelines.text.check_text_decoding`: raster, exact, drafters without
+    image axes). A name outside that family is a one-line error listing `TEXT_DECODINGS`
+    (with the reason when the name parses); a config gets the text check's own error."""
+    from mmspec.decoding.generate import as_decoding
+    from mmspec.pipelines.text import check_text_decoding
+
+    if isinstance(decoding, DecodingConfig):
+        return check_text_decoding(decoding)
+    choices = f"choose from {', '.join(TEXT_DECODINGS)}"
+    try:
+        config = as_decoding(decoding)
+    except ValueError:
+        raise ValueError(f"unknown decoding {decoding!r} for text; {choices}") from None
+    try:
+        return check_text_decoding(config)
+    except ValueError as err:
+        raise ValueError(f"unknown decoding {decoding!r} for text ({err}); {choices}") from None
 
 
 @dataclass
@@ -132,8 +154,8 @@ class CaptioningPipeline(DiffusionPipeline):
         first drafts unset redrafts with phrase-lookup in them (captions repeat those texts
         with words changed: lookup there is what pays, not the model's own last guesses).
         Every other decoding as given."""
-        config = DecodingConfig.from_name(decoding) if decoding in ("auto", "prompt-lookup") else decoding
-        if not (self.draft_texts and isinstance(config, DecodingConfig)):
+        config = caption_decoding(decoding)
+        if not self.draft_texts:
             return decoding
         if config.method == "auto" and config.init is None:
             return replace(config, init=Lookup(first=True, substitutions=True, reference=self.draft_reference), redraft=True)
@@ -174,8 +196,7 @@ class CaptioningPipeline(DiffusionPipeline):
         """Refuses generation settings this model cannot serve, in one line."""
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= self.max_new_tokens:
             raise ValueError(f"max_new_tokens must be an integer from 1 to {self.max_new_tokens}, got {max_new_tokens!r}")
-        if not isinstance(decoding, DecodingConfig) and decoding not in TEXT_DECODINGS:
-            raise ValueError(f"unknown decoding {decoding!r} for text; choose from {', '.join(TEXT_DECODINGS)}")
+        caption_decoding(decoding)
         if not isinstance(do_sample, bool):
             raise ValueError(f"do_sample must be True or False, got {do_sample!r}")
         if temperature is not None and not 0 < temperature <= MAX_TEMPERATURE:

@@ -1,4 +1,5 @@
-"""LPDPipeline: a class-conditional LPD model decoded group by group in LPD's locality-aware order.
+"""LPDPipeline: a class-conditional LPD model decoded group by group in LPD's locality-aware order
+(`mmspec.generate` with "lpd-20", "lpd-32" or "ar", as every pipeline decodes).
 
 Example:
     >>> from mmspec.assets import LPD_ASSETS
@@ -10,16 +11,16 @@ Example:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from mmspec.decoding.config import DecodingConfig
-from mmspec.decoding.lpd import LPDDecoding, check_guidance_schedule, generate_lpd
+from mmspec.decoding.config import DecodingConfig, LPDDecoding, as_lpd_decoding
+from mmspec.decoding.generate import generate
+from mmspec.decoding.lpd import check_guidance_schedule
 from mmspec.decoding.orders import LocalityOrder
-from mmspec.decoding.stats import DecodeStats
 from mmspec.metrics.classifier import ClassifierConfig, ShapesClassifier
 from mmspec.models.lpd import LPD, LPDConfig
 from mmspec.pipelines.llamagen import as_class_labels
@@ -103,10 +104,7 @@ class LPDPipeline(TokenImagePipeline):
     def check_decoding(self, decoding: str | DecodingConfig | LPDDecoding) -> LPDDecoding:
         """`decoding` as an `LPDDecoding`: "lpd-20", "lpd-32", "ar" (or the engine's AR config);
         refused in one line when this model has no group-size table for it."""
-        if isinstance(decoding, DecodingConfig):
-            decoding = decoding.name if decoding.name == "ar" and decoding.exact else decoding.describe()
-        if isinstance(decoding, str):
-            decoding = LPDDecoding.from_name(decoding)
+        decoding = as_lpd_decoding(decoding)
         self.order(decoding.steps, decoding.repulsion)
         return decoding
 
@@ -172,7 +170,8 @@ class LPDPipeline(TokenImagePipeline):
             num_inference_steps (`int`, *optional*): forwards per image, a step count with a
                 group-size table (20 or 32 on a 16x16 grid); overrides `decoding`'s.
             decoding (`str` or `LPDDecoding`, *optional*, defaults to "lpd-20"): "lpd-20",
-                "lpd-32" or "ar" (one cell per forward), as the CLI and benchmarks name them.
+                "lpd-32" or "ar" (one cell per forward), as the CLI and benchmarks name them;
+                decoded by `mmspec.generate` (LPD's group-by-group path).
             guidance_scale (`float`, *optional*): the final CFG scale of the schedule.
             temperature, top_k, top_p (*optional*): sampling; default to the saved sampling.
             guidance_schedule (`str`, *optional*): the pipeline's by default; LPD's linear growth
@@ -197,20 +196,20 @@ class LPDPipeline(TokenImagePipeline):
                 raise ValueError(f"num_inference_steps must be a whole number >= 1 with a group-size table (20 or 32 on a "
                                  f"16x16 grid), got {num_inference_steps!r}")
             decoding = LPDDecoding(num_inference_steps, decoding.repulsion)
-        order = self.order(decoding.steps, decoding.repulsion if repulsion is None else repulsion)
+        repulsion = self.order(decoding.steps, decoding.repulsion if repulsion is None else repulsion).repulsion
+        decoding = replace(decoding, repulsion=repulsion)
+        guidance_schedule = check_guidance_schedule(guidance_schedule or self.guidance_schedule)
         generator = self.check_batch(output_type, generator, len(labels), self.token_grid)
         runs = list(zip(labels.split(1), generator)) if isinstance(generator, list) else [(labels, generator)]
         # 2. decode, group by group
         tokens, stats, T = [], [], self.sequence_length
         with self.progress_bar(total=len(labels) * T) as bar:
             for run_labels, run_generator in runs:
-                started = time.perf_counter()
-                out = generate_lpd(self.transformer, run_labels, order, sampling, run_generator, guidance_schedule=guidance_schedule or self.guidance_schedule)
-                run_stats = DecodeStats(decoding.describe(), decoding.exact, out.forward_passes, out.tokens.numel(),
-                                        time.perf_counter() - started, out.step_of_cell)
-                tokens.append(out.tokens)
+                run_tokens, run_stats = generate(self.transformer, run_labels, decoding, sampling, run_generator,
+                                                 guidance_schedule=guidance_schedule)
+                tokens.append(run_tokens)
                 stats += run_stats.per_sample()
-                bar.update(out.tokens.numel())
+                bar.update(run_tokens.numel())
                 if callback_on_step_end is not None:
                     callback_on_step_end(self, len(stats), bar.n, {})
         tokens = torch.cat(tokens)

@@ -25,9 +25,10 @@ from diffusers.utils import BaseOutput
 
 from mmspec.assets import MESH_ASSETS, pipeline_path  # MESH_ASSETS re-exported: the shipped model
 from mmspec.utils.checkpoint import check_finite
-from mmspec.decoding.config import DRAFTING, DecodingConfig
+from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.drafts import Copy, FirstOf, Lookup, Random
 from mmspec.decoding.generate import generate
+from mmspec.decoding.names import parse_name
 from mmspec.decoding.stats import DecodeStats
 from mmspec.metrics.mesh_classifier import MeshClassifier, MeshClassifierConfig
 from mmspec.models.mesh_opt import MeshXLModel, mesh_prompts
@@ -58,15 +59,21 @@ INDEX_KEYS = ("_class_name", "model", "classifier", "class_names", "class_token_
 def mesh_decoding(decoding: str | DecodingConfig, window: int | None = None) -> DecodingConfig:
     """A decoding by name ("auto", "ar", "sjd", "mc-sjd", each optionally "+lookup" or
     "+face-lookup"; "lookup" alone is SJD with lookup drafts) or as a config; the mesh
-    path is exact, so relaxed rules and ZipAR are refused."""
+    path is exact, so relaxed rules and ZipAR are refused. A name is parsed by the one
+    grammar (`DecodingConfig.from_name`, which takes face-lookup's drafter from here) and
+    the parsed config checked."""
     if not isinstance(decoding, DecodingConfig):
-        parts = decoding.lower().split("+") if isinstance(decoding, str) else []
-        drafters = [p for p in parts if p in MESH_DRAFTERS]
-        named = [p for p in parts if p in DRAFTING]
-        methods = named or (["sjd"] if drafters else [])
-        if len(drafters) > 1 or len(methods) != 1 or len(drafters) + len(named) != len(parts) or (drafters and methods == ["ar"]):
-            raise ValueError(f"unknown mesh decoding {decoding!r}; use auto, ar, sjd or mc-sjd, optionally +lookup or +face-lookup")
-        decoding = DecodingConfig(method=methods[0], window=window, init=MESH_DRAFTERS[drafters[0]] if drafters else None)
+        unknown = ValueError(f"unknown mesh decoding {decoding!r}; use auto, ar, sjd or mc-sjd, optionally +lookup or +face-lookup")
+        try:
+            lpd = parse_name(decoding).lpd
+        except ValueError:
+            raise unknown from None
+        if lpd:
+            raise unknown
+        config = DecodingConfig.from_name(decoding, window=window, drafters={"face-lookup": FACE_LOOKUP})
+        if not config.exact or config.redraft or config.init not in (None, "random", *MESH_DRAFTERS.values()):
+            raise unknown
+        decoding = config
     if not decoding.exact:
         raise ValueError(f"{decoding.name} is not exact; meshes decode with ar, sjd or mc-sjd (+lookup)")
     return decoding

@@ -1,5 +1,5 @@
 """One resumable run in one output folder: the contract of every batch verb (`batch`,
-`speak --prompts`, `video --batch`, `mesh`, `caption --out`).
+`speak --prompts`, `video`, `mesh`, `caption --out`).
 
     run.json            the run's settings, the files each item writes, and every item
                         (id, inputs, seed), recorded before any work

@@ -127,7 +127,7 @@ def test_cli_writes_videos_and_resumes_batches(pipe, tmp_path, capsys):
     common = ["--pipeline", str(tmp_path / "pipe"), "--window", "4"]
     code, _, err = run_cli(capsys, *common, "--classes", "a", "2", "--out", str(tmp_path / "videos"))
     assert code == 0, err
-    assert sorted(p.name for p in (tmp_path / "videos").iterdir()) == ["a_0.gif", "c_0.gif"]
+    assert sorted(p.name for p in (tmp_path / "videos" / "videos").iterdir()) == ["a_0.gif", "c_0.gif"]
     (tmp_path / "labels.txt").write_text("0\n2\n")
     batch = [*common, "--batch", str(tmp_path / "labels.txt"), "--format", "mp4", "--frame-rows", "1", "--out", str(tmp_path / "b")]
     code, _, err = run_cli(capsys, *batch)
