@@ -256,7 +256,9 @@ class Branches:
         # what each input sees: main inputs as without branches; a node, the main inputs of its
         # window up to slot j's input and the nodes of its own branch before it
         main_pos, main_seg = inputs.positions, inputs.segments
-        mm = (main_pos[:, None, :] <= main_pos[:, :, None]) & (main_seg[:, None, :] == main_seg[:, :, None])
+        mm = main_pos[:, None, :] <= main_pos[:, :, None]
+        if main_seg is not None:  # several segments (None: one, as in raster order)
+            mm &= main_seg[:, None, :] == main_seg[:, :, None]
         main_r, main_t = inputs.take // S, inputs.take % S  # [B, M0]
         node_id = torch.arange(R * D * C * (c + 1), device=device).view(R, D, C, c + 1)
         node_r = node_id.div(D * C * (c + 1), rounding_mode="floor").reshape(-1)

@@ -76,7 +76,7 @@ class Inputs:
 
     tokens: torch.Tensor  # [B, M, K]
     positions: torch.Tensor  # [B, M]; scratch positions >= T where padding
-    segments: torch.Tensor  # [B, M]
+    segments: torch.Tensor | None  # [B, M]; None in raster order (one segment)
     valid: torch.Tensor  # [B, M] bool
     take: torch.Tensor  # [B, M]: input -> candidate index (r * S + slot)
     num_slots: torch.Tensor  # [B, R]: window slots that get a p (0 for a closed window)
@@ -138,15 +138,20 @@ class JacobiLoop:
         self.B, self.T, self.K, self.V, self.R, self.L, self.S = B, T, K, V, R, L, L + 1
         self.prompt = prompt_steps(session, K)
 
-        self.tokens = torch.full((B, T, K), -1, dtype=torch.long, device=device)
-        self.committed = torch.zeros(B, T, dtype=torch.bool, device=device)
-        self.kv_done = torch.zeros(B, T, dtype=torch.bool, device=device)
-        self.commit_iteration = torch.zeros(B, T, dtype=torch.long, device=device)
+        # per position, with one spare column past the end that writes to nothing in use go to
+        # (scatters instead of gathering the positions a mask selects)
+        self.tokens_at = torch.full((B, T + 1, K), -1, dtype=torch.long, device=device)
+        self.committed_at = torch.zeros(B, T + 1, dtype=torch.bool, device=device)
+        self.kv_done_at = torch.zeros(B, T + 1, dtype=torch.bool, device=device)  # the cache slot is committed
+        self.iteration_at = torch.zeros(B, T + 1, dtype=torch.long, device=device)
+        self.tokens, self.committed = self.tokens_at[:, :T], self.committed_at[:, :T]
+        self.kv_done, self.commit_iteration = self.kv_done_at[:, :T], self.iteration_at[:, :T]
         self.drafts = torch.full((B, R, L, K), -1, dtype=torch.long, device=device)
         # q of the drafts: first drafts are one-hot and carried as their ids alone; the
         # next drafts of a verified window carry its p, kept for the live windows only
         self.q_carried = torch.zeros(B, R, L, dtype=torch.bool, device=device)  # slot has a dense q
         self.q_row = torch.full((B, R), -1, dtype=torch.long, device=device)  # window -> row of q_dense
+        self.every_window = torch.arange(B * R, device=device).view(B, R)  # q_row when every window was live
         self.q_dense = torch.zeros(0, L, K, V, device=device)
         self.n = self.starts.expand(B, R).clone()  # first undecoded position of each window
         self.opened = (self.parent < 0).expand(B, R).clone()
@@ -154,6 +159,7 @@ class JacobiLoop:
         self.b = torch.arange(B, device=device)[:, None]
         self.slot = torch.arange(self.S, device=device)
         self.slot_L = self.slot[:L]
+        self.window_slots = {}  # window length -> bool [L]: the slots it feeds
         self.last_pos = (self.ends - 1)[None, :, None]  # a segment's last position: no draft there is fed
         self.candidate_ids = torch.arange(R * self.S, device=device)[None]
         self.candidate_segments = torch.arange(R, device=device).repeat_interleave(self.S)[None].expand(B, -1)
@@ -181,7 +187,7 @@ class JacobiLoop:
         """The prefill predicts position 0, drawn as AR does."""
         first = draw_step(prefill_steps(self.session, self.K), 0, self.layout, self.sampling, self.generator,
                           self.tokens, self.committed, self.processors, self.prompt)
-        self.commit_run(self.b, torch.zeros_like(self.b), first[:, None], torch.ones_like(self.b, dtype=torch.bool))
+        self.commit_run(torch.zeros_like(self.b), first[:, None], torch.ones_like(self.b, dtype=torch.bool))
         self.n[:, 0] = 1
         self.forwards = self.forwards_at_choice = 1  # the prefill fed no window: auto learns nothing from it
 
@@ -191,13 +197,13 @@ class JacobiLoop:
         if self.R > 1:
             progress = (self.n - self.starts).gather(1, self.parent.clamp(min=0).expand(self.B, -1))
             self.opened |= progress >= self.need
-        live = self.opened & (self.n < self.ends) & ~self.stopping.finished[:, None]
+        live = self.live()
         slot_pos = self.n[..., None] + self.slot_L  # [B, R, L]
         in_seg = slot_pos < self.ends[None, :, None]
         undrafted = (self.drafts < 0).any(-1)
         # only the slots this forward feeds: a slot past a shorter window is drafted when it
         # enters one, from the context then (a copy from above has its source by then)
-        need = live[..., None] & in_seg & undrafted & (self.slot_L < self.choice.window)
+        need = live[..., None] & in_seg & undrafted & self.fed_slots()
         if bool(need.any()):
             history = self.tokens.clone()
             placed = live[..., None] & in_seg & ~undrafted
@@ -214,33 +220,54 @@ class JacobiLoop:
             self.q_carried &= ~need
         return live
 
+    def live(self) -> torch.Tensor:
+        """Bool `[B, R]`: the windows with positions left to decode."""
+        live = self.n < self.ends
+        if len(self.stopping.stop_tokens):
+            live = live & ~self.stopping.finished[:, None]
+        return live if self.R == 1 else live & self.opened  # one segment is open from the start
+
+    def fed_slots(self) -> torch.Tensor:
+        """Bool `[L]`: the window slots the chosen window feeds."""
+        w = self.choice.window
+        if w not in self.window_slots:
+            self.window_slots[w] = self.slot_L < w
+        return self.window_slots[w]
+
     def pack_inputs(self, live: torch.Tensor) -> Inputs:
         """Per window its predecessor at n-1, then the drafts that predict inside the
         segment; valid inputs first, padded to the longest sequence of the batch."""
         B, R, S, T, n = self.B, self.R, self.S, self.T, self.n
         slot_pos = n[..., None] + self.slot_L
-        fed = live[..., None] & (slot_pos < self.last_pos) & (self.slot_L < self.choice.window)  # [B, R, L]
+        fed = live[..., None] & (slot_pos < self.last_pos) & self.fed_slots()  # [B, R, L]
         drafted = (self.drafts >= 0).all(-1)
         fed &= drafted.long().cumprod(-1).bool()  # up to the first slot without a draft
+        if R == 1:  # raster order: everything before n is committed, and the valid inputs are a prefix
+            cand_valid = torch.cat([live[..., None], fed], -1).view(B, S)
+            M = int(cand_valid.sum(1).max())
+            valid, pad = cand_valid[:, :M], self.candidate_ids[:, :M]
+            pred_tok = self.tokens[self.b, n - 1]
+            tokens = torch.cat([pred_tok[:, :, None], self.drafts.clamp(min=0)], 2).view(B, S, self.K)[:, :M]
+            return Inputs(
+                tokens=torch.where(valid[..., None], tokens, 0),
+                positions=torch.where(valid, n - 1 + pad, T + pad),
+                segments=None,  # one segment: padding inputs at scratch slots are seen by no valid input
+                valid=valid,
+                take=pad.expand(B, M),
+                num_slots=torch.where(live, 1 + fed.sum(-1), 0),
+                slot_input=torch.where(cand_valid, self.slot, 0),
+                on_committed_context=cand_valid,
+            )
         pred_pos = (n - 1).clamp(min=0)
-        if R == 1:  # raster order: everything before n is committed
-            has_pred, pred_known = live, live
-            pred_tok = self.tokens[self.b, pred_pos]
-        else:
-            has_pred, pred_known, pred_tok = self.segment_predecessors(live, pred_pos)
-
+        has_pred, pred_known, pred_tok = self.segment_predecessors(live, pred_pos)
         cand_valid = torch.cat([has_pred[..., None], fed], -1).view(B, -1)  # [B, R*S]
         cand_tok = torch.cat([pred_tok[:, :, None], self.drafts.clamp(min=0)], 2).view(B, R * S, self.K)
         cand_pos = torch.cat([pred_pos[..., None], slot_pos], -1).view(B, -1)
         cand_true = torch.cat([pred_known[..., None], fed], -1).view(B, -1)
         M = int(cand_valid.sum(1).max())
         pad = self.candidate_ids[:, :M]
-        if R == 1:  # the valid candidates are a prefix already
-            take = pad.expand(B, M)
-            pick = lambda x: x[:, :M]
-        else:
-            take = torch.argsort((~cand_valid).int(), dim=1, stable=True)[:, :M]  # valid candidates first
-            pick = lambda x: x.gather(1, take if x.dim() == 2 else take[..., None].expand(B, M, self.K))
+        take = torch.argsort((~cand_valid).int(), dim=1, stable=True)[:, :M]  # valid candidates first
+        pick = lambda x: x.gather(1, take if x.dim() == 2 else take[..., None].expand(B, M, self.K))
         valid = pick(cand_valid)
         return Inputs(
             tokens=torch.where(valid[..., None], pick(cand_tok), 0),
@@ -301,29 +328,36 @@ class JacobiLoop:
         accept_u, sample_u = uniforms((2, B * R, S, K), self.generator, self.device)
         window = live.view(-1).nonzero()[:, 0]  # the live windows, b * R + r
         b, r = window // R, window % R
+        every = len(window) == B * R  # then per-window tensors are views, not gathers
+        at = (lambda x: x.view(B * R, *x.shape[2:])) if every else (lambda x: x[b, r])
         # the slots that can have a p: those of the chosen window and the one after it (a
         # branch's run may reach past them); the later ones pass through unverified
         Sv = S if inputs.tree is not None else min(S, self.choice.window + 1)
-        Lv = min(L, Sv)  # of them, the slots that hold a draft
-        by_slot = inputs.slot_input.view(B, R, S)[b, r, :Sv]  # [N, Sv]: input feeding each slot
-        slot_logits = lambda x: x[b[:, None], by_slot]
-        win_pos = (self.n[b, r][:, None] + self.slot[:Sv]).clamp(max=T - 1)  # [N, Sv]
-        if self.processors:  # scored per window slot, each with its own history
-            history = self.window_history(b, r)[:, :Sv]
-            picked = GuidedLogits(slot_logits(main.cond), None if main.uncond is None else slot_logits(main.uncond))
-            target = step_logits(picked, win_pos, self.sampling, self.processors, self.prompt, history)
+        if R == 1 and every and inputs.tree is None:  # slot j is input j (none past the M inputs has a p)
+            Sv = min(Sv, M)
+            slot_logits = lambda x: x[:, :Sv]
         else:
-            target = slot_logits(step_logits(main, (inputs.positions[:, :M] + 1).clamp(max=T - 1), self.sampling))
-        in_seg = (win_pos[:, :Lv] < self.ends[r][:, None])[..., None]
-        drafts = torch.where(in_seg, self.drafts[b, r, :Lv], -1)
+            by_slot = at(inputs.slot_input.view(B, R, S))[:, :Sv]  # [N, Sv]: input feeding each slot
+            slot_logits = lambda x: x[b[:, None], by_slot]
+        Lv = min(L, Sv)  # of them, the slots that hold a draft
+        win_pos = (at(self.n)[:, None] + self.slot[:Sv]).clamp(max=T - 1)  # [N, Sv]
+        picked = GuidedLogits(slot_logits(main.cond), None if main.uncond is None else slot_logits(main.uncond))
+        # processors score each window slot with its own history
+        history = self.window_history(b, r)[:, :Sv] if self.processors else None
+        target = step_logits(picked, win_pos, self.sampling, self.processors, self.prompt, history)
+        drafts = at(self.drafts)[:, :Lv]
+        if R > 1:  # a segment's last drafts predict outside it
+            drafts = torch.where((win_pos[:, :Lv] < self.ends[r][:, None])[..., None], drafts, -1)
         q = F.one_hot(drafts.clamp(min=0), V).float()  # first drafts: one-hot
         if len(self.q_dense):  # carried drafts: the p of their slot in the last verification
-            q = torch.where(self.q_carried[b, r, :Lv][..., None, None], self.q_dense[:, :Lv][self.q_row[b, r].clamp(min=0)], q)
+            carried = self.q_dense[:, :Lv] if self.q_row is self.every_window and every else self.q_dense[:, :Lv][at(self.q_row).clamp(min=0)]
+            q = torch.where(at(self.q_carried)[:, :Lv, None, None], carried, q)
         if Sv > L:  # the slot after the last draft has a p and no draft
             drafts = torch.cat([drafts, drafts.new_full((len(window), 1, K), -1)], 1)
             q = torch.cat([q, q.new_zeros(len(window), 1, K, V)], 1)
+        num_slots = at(inputs.num_slots)
         out = verify(
-            None, q, drafts, inputs.num_slots[b, r], accept_u[window, :Sv], sample_u[window, :Sv],
+            None, q, drafts, num_slots, at(accept_u.view(B, R, S, K))[:, :Sv], at(sample_u.view(B, R, S, K))[:, :Sv],
             target_logits=target, sampling=self.sampling, allowed=allowed_steps(self.layout, win_pos),
             rule=self.rule, coupling=self.config.coupled,
             step_groups=self.step_groups, generator=self.generator, check=False,
@@ -332,17 +366,21 @@ class JacobiLoop:
         if inputs.tree is not None:
             out, keep = self.branches.merge(logits, out, b, r, drafts)
         if self.chooser is not None:
-            rejected = main.accepted < inputs.num_slots[b, r] - 1  # a fed draft was rejected
+            rejected = main.accepted < num_slots - 1  # a fed draft was rejected
             self.observed += torch.stack([out.committed.sum(), (out.committed - main.committed).sum(), rejected.sum()]) / max(len(b), 1)
         return Verified.scatter(out, b, r, self.drafts, S), keep
 
-    def commit_run(self, b: torch.Tensor, pos: torch.Tensor, steps: torch.Tensor, mask: torch.Tensor) -> None:
-        """Commits `steps [..., K]` at `pos` of sequences `b` where `mask`."""
-        at = (b.expand_as(pos)[mask], pos[mask])
-        self.tokens[at] = steps[mask]
-        self.committed[at] = True
-        self.commit_iteration[at] = max(self.forwards - 1, 0)
+    def commit_run(self, pos: torch.Tensor, steps: torch.Tensor, mask: torch.Tensor) -> None:
+        """Commits `steps [B, ..., K]` at positions `pos [B, ...]` of each sequence where `mask`."""
+        at = torch.where(mask, pos, self.T).view(self.B, -1)
+        self.tokens_at.scatter_(1, at[..., None].expand(-1, -1, self.K), steps.reshape(self.B, -1, self.K))
+        self.committed_at.scatter_(1, at, True)
+        self.iteration_at.scatter_(1, at, max(self.forwards - 1, 0))
         self.stopping.update(self.tokens, self.committed)
+
+    def mark_kv_done(self, positions: torch.Tensor, mask: torch.Tensor) -> None:
+        """Notes that the cache slots of `positions [B, n]` hold committed context where `mask`."""
+        self.kv_done_at.scatter_(1, torch.where(mask, positions, self.T), True)
 
     def commit_and_slide(self, inputs: Inputs, verified: "Verified", branch_keep: torch.Tensor | None = None) -> None:
         """Commits each window's run, keeps the cache entries computed on committed
@@ -350,13 +388,16 @@ class JacobiLoop:
         B, S, K, V, L = self.B, self.S, self.K, self.V, self.L
         num_slots = inputs.num_slots
         committed = self.stopping.cut(verified.committed, verified.tokens)
-        self.commit_run(self.b[..., None], self.n[..., None] + self.slot, verified.tokens, self.slot < committed[..., None])
-        draft_ok = torch.cat([torch.ones_like(verified.accepted, dtype=torch.bool)[..., None],
-                              self.slot_L < verified.accepted[..., None]], -1)
-        keep = (inputs.on_committed_context & draft_ok.view(B, -1)).gather(1, inputs.take) & inputs.valid
-        positions = inputs.positions[:, : inputs.take.shape[1]]
+        self.commit_run(self.n[..., None] + self.slot, verified.tokens, self.slot < committed[..., None])
+        M = inputs.take.shape[1]
+        draft_ok = (self.slot < verified.accepted[..., None] + 1).view(B, -1)  # the input at n-1, then accepted drafts
+        if self.R == 1:  # the inputs are the candidates, valid ones first
+            keep = draft_ok[:, :M] & inputs.valid
+        else:
+            keep = (inputs.on_committed_context & draft_ok).gather(1, inputs.take) & inputs.valid
+        positions = inputs.positions[:, :M]
         self.session.commit(positions, keep)
-        self.kv_done[self.b.expand_as(keep)[keep], positions[keep]] = True
+        self.mark_kv_done(positions, keep)
         if branch_keep is not None:  # a branch sees its window's input at n-1: committed unless a stand-in
             pred_true = inputs.on_committed_context.view(B, self.R, S)[..., 0]
             moves = self.branches.commit(branch_keep & pred_true[..., None, None, None], self.n, committed)
@@ -365,13 +406,15 @@ class JacobiLoop:
         self.n = self.n + committed
         src = self.slot_L + committed[..., None]  # new slot i takes old slot i + c
         self.q_carried = src < num_slots[..., None]
-        # drafts a shorter window left unfed stay as they are: given the past they are point
-        # masses, so their q is one-hot (and drafting them again would cost a drafter pass)
-        old = self.drafts.gather(2, src.clamp(max=L - 1)[..., None].expand(-1, -1, -1, K))
-        unfed = (src < L) & (src >= self.choice.window) & ~self.q_carried & (old >= 0).all(-1)
+        kept = -1
+        if self.choice.window < L:
+            # drafts a shorter window left unfed stay as they are: given the past they are point
+            # masses, so their q is one-hot (and drafting them again would cost a drafter pass)
+            old = self.drafts.gather(2, src.clamp(max=L - 1)[..., None].expand(-1, -1, -1, K))
+            unfed = (src < L) & (src >= self.choice.window) & ~self.q_carried & (old >= 0).all(-1)
+            kept = torch.where(unfed[..., None], old, -1)
         src = src.clamp(max=S - 1)
-        carried = torch.where(self.q_carried[..., None], verified.tokens.gather(2, src[..., None].expand(-1, -1, -1, K)),
-                              torch.where(unfed[..., None], old, -1))
+        carried = torch.where(self.q_carried[..., None], verified.tokens.gather(2, src[..., None].expand(-1, -1, -1, K)), kept)
         if self.config.redraft:  # every slot is drafted afresh at the next forward, the carried tokens as hints
             fed = self.drafts.gather(2, src.clamp(max=L - 1)[..., None].expand(-1, -1, -1, K))
             fed = torch.where((src < L)[..., None], fed, -1)
@@ -380,17 +423,22 @@ class JacobiLoop:
             self.q_carried.zero_()
         self.drafts = carried
         b, r = verified.b, verified.r
-        verified_src = src[b, r].clamp(max=verified.target_probs.shape[1] - 1)  # slots past the verified ones are not carried
+        every = len(b) == B * self.R
+        verified_src = src.view(B * self.R, L) if every else src[b, r]
+        verified_src = verified_src.clamp(max=verified.target_probs.shape[1] - 1)  # slots past the verified ones are not carried
         self.q_dense = verified.target_probs.gather(1, verified_src[..., None, None].expand(-1, -1, K, V))
-        self.q_row.fill_(-1)
-        self.q_row[b, r] = torch.arange(len(b), device=self.device)
+        if every:
+            self.q_row = self.every_window
+        else:
+            self.q_row = torch.full_like(self.every_window, -1)
+            self.q_row[b, r] = torch.arange(len(b), device=self.device)
 
     def keep_moved(self, moves: CacheMoves) -> None:
         """Moves cache entries the branches computed on committed context to the positions
         they stand for, and commits them there."""
         self.session.relocate(moves.sources, moves.positions, moves.mask)
         self.session.commit(moves.positions, moves.mask)
-        self.kv_done[self.b.expand_as(moves.mask)[moves.mask], moves.positions[moves.mask]] = True
+        self.mark_kv_done(moves.positions, moves.mask)
 
     def windows(self) -> Windows:
         """The windows as branches see them, with the dense q of every draft (its carried
@@ -468,10 +516,10 @@ class JacobiLoop:
         self.forwards += 1
         fresh = live[:, None] & ~self.kv_done.gather(1, pos)
         self.session.commit(pos, fresh)
-        self.kv_done[self.b[fresh], pos[fresh]] = True
+        self.mark_kv_done(pos, fresh)
         at = n.clamp(max=self.T - 1)[:, None]
         probs = transform(step_logits(logits, at, self.sampling), self.sampling, allowed_steps(self.layout, at))
-        self.commit_run(self.b, at, sample(probs, self.generator), live[:, None])
+        self.commit_run(at, sample(probs, self.generator), live[:, None])
         self.n[:, 0] = n + live.long()
         self.drafts.fill_(-1)
         self.q_carried.zero_()
@@ -489,7 +537,7 @@ class JacobiLoop:
         self.forwards_at_choice = self.forwards
         self.chooser.observe_commits(self.tokens, self.committed & ~self.committed_at_choice, self.committed)
         self.committed_at_choice = self.committed.clone()
-        live = self.opened & (self.n < self.ends) & ~self.stopping.finished[:, None]
+        live = self.live()
         # the curve is the cost at all B rows; with fewer rows held, a forward costs about
         # what the same inputs in all spread over B rows do
         held = self.session.held

@@ -68,6 +68,8 @@ class Stopping:
 
     def done(self, committed: torch.Tensor) -> torch.Tensor:
         """Bool `[B, T]`: committed, or after the sequence's end."""
+        if not len(self.stop_tokens):  # every sequence runs to the end
+            return committed
         return committed | (torch.arange(committed.shape[1], device=committed.device) >= self.lengths[:, None])
 
     def padded(self, tokens: torch.Tensor) -> torch.Tensor:
