@@ -3,7 +3,7 @@
 A layout is a sequence of `length` positions (steps), each holding `tokens_per_step`
 tokens (1, or K codebooks of an audio frame), with coordinates on named axes:
 `("row", "col")` for an image, `("frame", "row", "col")` for video, `("step",)` for
-codec frames, `("face", "slot")` for a mesh, `("token",)` for text. Coordinates need not
+codec frames and for text, `("face", "slot")` for a mesh. Coordinates need not
 fill a box: separators (Emu3's end-of-line token at column W of every row, an
 end-of-frame token after a frame's last row) are positions like any other, usually
 forced. Schedules group positions by their coordinates and drafters copy along an axis;

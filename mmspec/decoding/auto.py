@@ -4,17 +4,18 @@ Wall-time speed-up <= tokens per forward x cost(1 input) / cost(inputs per forwa
 first factor belongs to the decode (how well drafts fit), the second to the hardware. auto
 keeps an estimate of each and, before every forward, picks
 
-    argmax over (w, b) of  (E[committed | window w] + gain(b)) / cost(rows, 1 + w + nodes(b))
+    argmax over (w, b) of  (E[committed | window w] + gain(b)) / (cost(rows, 1 + w + nodes(b)) + glue)
 
-over windows w (w = 0 is an AR step: one input, one token), branch settings b (none, or a
-few sizes where the session has tree attention), and the first-draft drafter (copies along
-the layout's axes, or random). `cost` is the device's measured curve
-(`mmspec.decoding.cost_model`); E and gain come from the decode itself:
+over windows w (w = 0 is an AR step: one input, one token, at AR's own loop time), branch
+settings b (none, or a few sizes where the session has tree attention), and the first-draft
+drafter (copies along the layout's axes, or random). `cost` is the device's measured curve
+(`mmspec.decoding.cost_model`), scaled by what this call's forwards take; `glue` the loop's
+own seconds per iteration, measured on this call. E and gain come from the decode itself:
 
-* `AcceptanceModel`: for each window slot j, the probability that its draft is accepted
-  given that every draft before it was, from the forwards that fed slot j (a decaying
-  count, so that it follows the image region by region), starting from an optimistic
-  prior so that an untried longer window gets tried once it could pay;
+* `AcceptanceModel`: E[committed | w] = 1 + a f(w), f a log-shaped return of a longer
+  window, with one scale a learnt from every forward of the decode (decaying sums from an
+  optimistic prior, so that an untried longer window gets tried once it could pay);
+  `RunAcceptance` for loops that redraft every window (prompt-lookup): one per-slot rate;
 * branch gains: the tokens a branch setting added beyond the window's own run;
 * drafter hits: how often each candidate drafter would have proposed the token that was
   committed (for a one-hot draft, the chance that it is accepted when fresh).
@@ -23,8 +24,9 @@ Exactness: every choice is a function of what was decoded before the forward (co
 tokens, past acceptance, the cost curve), never of the uniforms the forward will use. Given
 the past, the forward is an ordinary MC-SJD forward with some window and drafts, which
 samples the model's distribution; so the whole decode does (tested by chi-square with a
-chooser that changes its mind every forward). The same seed and the same cost curve give
-the same tokens.
+chooser that changes its mind every forward). A seed gives the same tokens where the
+choices ignore time (`cost="off"`, or every part fixed); with a measured curve a choice can
+flip with the loop's timings, and each sample is still the model's.
 """
 
 from __future__ import annotations

@@ -126,8 +126,8 @@ class Emu3Pipeline(TransformersImagePipeline):
         """Generates images from prompts.
 
         Args:
-            prompt (`str` or `list[str]`): the prompts; Emu3's recipe appends
-                " masterpiece, film grained, best quality.".
+            prompt (`str` or `list[str]`): the prompts, as given (Emu3's own recipe ends
+                them with " masterpiece, film grained, best quality.": add it yourself).
             negative_prompt (`str` or `list[str]`, *optional*): what the CFG rows run, one or one
                 per prompt; defaults to Emu3's `NEGATIVE_PROMPT`. Unused when guidance_scale is 1.
             decoding (`str` or `DecodingConfig`, *optional*, defaults to "auto"): any method
