@@ -9,8 +9,8 @@ keeps an estimate of each and, before every forward, picks
 over windows w (w = 0 is an AR step: one input, one token, at AR's own loop time), branch
 settings b (none, or a few sizes where the session has tree attention), and the first-draft
 drafter (copies along the layout's axes, or random). `cost` is the device's measured curve
-(`mmspec.decoding.cost_model`), scaled by what this call's forwards take; `glue` the loop's
-own seconds per iteration, measured on this call. E and gain come from the decode itself:
+(`mmspec.decoding.cost_model`), plus the seconds this call's forwards take beyond it;
+`glue` the loop's own seconds per iteration, measured on this call. E and gain come from the decode itself:
 
 * `AcceptanceModel`: E[committed | w] = 1 + a f(w), f a log-shaped return of a longer
   window, with one scale a learnt from every forward of the decode (decaying sums from an
@@ -218,7 +218,7 @@ class CostChooser:
         self.acceptance = RunAcceptance() if context.redraft else AcceptanceModel()
         self.glue_s = self.ar_glue_s = 0.0  # the loop's own seconds per iteration, this call's
         self.draft_s = 0.0  # a redrafting loop's seconds per slot drafted, this call's
-        self.scale = 1.0  # this call's forwards over the curve's seconds
+        self.excess_s = 0.0  # this call's forwards' seconds beyond the curve's
         self.ar_steps = False  # whether window 0 runs as a plain AR step (set by the loop)
         fixed = len(context.drafters) == 1
         self.hits = None if fixed else DrafterHits(context.drafters, layout, device)
@@ -227,7 +227,6 @@ class CostChooser:
     def choose(self, windows_per_row: float) -> Choice:
         """`windows_per_row`: live windows per row of the curve's batch (below 1 when
         finished sequences have left the forwards)."""
-        cost = self.context.cost
         best, best_rate = None, -1.0
         for b in self.context.branch_settings:
             nodes = 0 if b is None else self.context.nodes[b]
@@ -236,24 +235,30 @@ class CostChooser:
                     continue  # branches grow from fed window slots
                 inputs = windows_per_row * (1 + w + nodes)
                 if w == 0 and b is None and self.ar_steps:  # one token, at AR's own cost
-                    rate = 1.0 / max(cost(windows_per_row) * self.scale + self.ar_glue_s, 1e-12) / AR_STEP_MARGIN
+                    rate = 1.0 / max(self.forward_s(windows_per_row) + self.ar_glue_s, 1e-12) / AR_STEP_MARGIN
                 else:
                     # a redrafting loop drafts the whole window every forward (draft_s is 0 otherwise:
                     # drafting the few slots a slide empties counts in glue_s)
                     glue = self.glue_s + self.draft_s * windows_per_row * w
-                    rate = self.acceptance.expected(w, b) / max(cost(inputs) * self.scale + glue, 1e-12)
+                    rate = self.acceptance.expected(w, b) / max(self.forward_s(inputs) + glue, 1e-12)
                 if rate > best_rate:
                     best, best_rate = Choice(w, b, self.drafter), rate
         return best
 
+    def forward_s(self, inputs: float) -> float:
+        """A forward's expected seconds at `inputs` per row: the curve's, plus what this call's
+        forwards took beyond it (never below a quarter of the curve's)."""
+        cost = self.context.cost(inputs)
+        return max(cost + self.excess_s, 0.25 * cost)
+
     def observe(self, choice: Choice, committed: float, by_branches: float, forwards: float, glue_s: float,
-                ar_glue_s: float = 0.0, scale: float = 1.0, draft_s: float = 0.0, rejections: float = 0.0) -> None:
+                ar_glue_s: float = 0.0, excess_s: float = 0.0, draft_s: float = 0.0, rejections: float = 0.0) -> None:
         """The forwards since the last choice: tokens committed per window in all (by
         branches past the windows' runs; nothing after AR steps), windows that ended at a
         rejected draft (per window, in all), the loop's own time per Jacobi forward and per
         AR step (a redrafting loop's drafting apart), that drafting's seconds per slot, and
-        the forwards' seconds over the curve's."""
-        self.glue_s, self.ar_glue_s, self.scale, self.draft_s = glue_s, ar_glue_s, scale, draft_s
+        the forwards' seconds beyond the curve's."""
+        self.glue_s, self.ar_glue_s, self.excess_s, self.draft_s = glue_s, ar_glue_s, excess_s, draft_s
         if choice.window == 0 and self.ar_steps:
             self.acceptance.forget(forwards)  # AR steps show nothing of the drafts: the prior comes back
         elif forwards:

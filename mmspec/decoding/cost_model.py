@@ -97,9 +97,11 @@ class GlueTimer:
     kind, which warms up, left out; the latest `RECENT` of each count): the loop's seconds
     per iteration outside the forward (and outside timed drafting), for a Jacobi forward and
     for an AR step; the timed drafting's seconds per slot (a redrafting loop drafts its whole
-    window every forward, so a longer window costs more than its forward); and the
-    forwards' seconds over the curve's (`scale`), which follows load from elsewhere on a shared
-    machine. Nothing of it is kept across calls: a value measured under a burst of load
+    window every forward, so a longer window costs more than its forward); and the seconds
+    the forwards take beyond the curve's (`excess`): attention over the context decoded so
+    far (the curve is measured on a fresh session), and load from elsewhere on a shared
+    machine. Added, not multiplied: a forward deep in a video at 8 cache rows took 2.5x the
+    curve's seconds at 5 inputs a row, yet 17 inputs cost 1.6x 5 inputs, not the curve's 2.2x. Nothing of it is kept across calls: a value measured under a burst of load
     would steer every later call, to AR steps alone say, which measure nothing that could
     correct it. Before a kind has a sample it counts as 0, so each call tries what the
     curve alone favours."""
@@ -111,7 +113,7 @@ class GlueTimer:
         self.curve = curve
         self.on = curve.measured  # a flat curve chooses by forwards alone
         self.samples = {kind: [] for kind in self.KINDS}
-        self.ratios = []
+        self.excesses = []
         self.sync = torch.cuda.synchronize if device.type == "cuda" and self.on else (lambda: None)
         self.start = self.forward_start = self.forward_s = self.draft_start = 0.0
         self.drafting_s, self.drafted = 0.0, 0
@@ -152,7 +154,7 @@ class GlueTimer:
             self.sync()
             if kind in self.warm:
                 self.add(kind, time.perf_counter() - self.start - self.forward_s - self.drafting_s)
-                self.ratios = self.ratios[1 - self.RECENT:] + [self.forward_s / max(self.curve(self.inputs), 1e-12)]
+                self.excesses = self.excesses[1 - self.RECENT:] + [self.forward_s - self.curve(self.inputs)]
                 if self.drafted:
                     self.add("draft_s", self.drafting_s / self.drafted)
             self.warm.add(kind)
@@ -164,8 +166,8 @@ class GlueTimer:
         samples = self.samples[kind]
         return statistics.median(samples) if samples else 0.0
 
-    def scale(self) -> float:
-        return statistics.median(self.ratios) if self.ratios else 1.0
+    def excess(self) -> float:
+        return statistics.median(self.excesses) if self.excesses else 0.0
 
 
 def cache_dir() -> Path:

@@ -349,9 +349,10 @@ class JacobiLoop:
         if R > 1:  # a segment's last drafts predict outside it
             drafts = torch.where((win_pos[:, :Lv] < self.ends[r][:, None])[..., None], drafts, -1)
         q = F.one_hot(drafts.clamp(min=0), V).float()  # first drafts: one-hot
-        if len(self.q_dense):  # carried drafts: the p of their slot in the last verification
-            carried = self.q_dense[:, :Lv] if self.q_row is self.every_window and every else self.q_dense[:, :Lv][at(self.q_row).clamp(min=0)]
-            q = torch.where(at(self.q_carried)[:, :Lv, None, None], carried, q)
+        k = min(Lv, self.q_dense.shape[1])  # no later slot is carried
+        if len(self.q_dense) and k:  # carried drafts: the p of their slot in the last verification
+            dense = self.q_dense[:, :k] if self.q_row is self.every_window and every else self.q_dense[:, :k][at(self.q_row).clamp(min=0)]
+            q[:, :k] = torch.where(at(self.q_carried)[:, :k, None, None], dense, q[:, :k])
         if Sv > L:  # the slot after the last draft has a p and no draft
             drafts = torch.cat([drafts, drafts.new_full((len(window), 1, K), -1)], 1)
             q = torch.cat([q, q.new_zeros(len(window), 1, K, V)], 1)
@@ -424,8 +425,9 @@ class JacobiLoop:
         self.drafts = carried
         b, r = verified.b, verified.r
         every = len(b) == B * self.R
-        verified_src = src.view(B * self.R, L) if every else src[b, r]
-        verified_src = verified_src.clamp(max=verified.target_probs.shape[1] - 1)  # slots past the verified ones are not carried
+        # the p of the new slots that can carry one: those before the last verified slot
+        Sv = verified.target_probs.shape[1]
+        verified_src = (src.view(B * self.R, L) if every else src[b, r])[:, :min(L, Sv)].clamp(max=Sv - 1)
         self.q_dense = verified.target_probs.gather(1, verified_src[..., None, None].expand(-1, -1, K, V))
         if every:
             self.q_row = self.every_window
@@ -446,8 +448,10 @@ class JacobiLoop:
         q = F.one_hot(self.drafts.clamp(min=0), self.V).float()
         rows = self.q_row >= 0
         if bool(rows.any()):
-            carried = self.q_carried[rows][..., None, None]
-            q[rows] = torch.where(carried, self.q_dense[self.q_row[rows]], q[rows])
+            k = self.q_dense.shape[1]  # no later slot is carried
+            held = q[rows]
+            held[:, :k] = torch.where(self.q_carried[rows][:, :k, None, None], self.q_dense[self.q_row[rows]], held[:, :k])
+            q[rows] = held
         return Windows(self.n, self.drafts, q, self.q_carried, self.tokens, self.committed)
 
     def run(self, on_step: Callable[[int, int], None] | None = None,
@@ -531,7 +535,7 @@ class JacobiLoop:
         """auto: the window, branches and first drafts of the next forwards, from the past alone."""
         committed, by_branches, rejections = self.observed.tolist()
         self.chooser.observe(self.choice, committed, by_branches, self.forwards - self.forwards_at_choice,
-                             self.glue.estimate("glue_s"), self.glue.estimate("ar_glue_s"), scale=self.glue.scale(),
+                             self.glue.estimate("glue_s"), self.glue.estimate("ar_glue_s"), excess_s=self.glue.excess(),
                              draft_s=self.glue.estimate("draft_s"), rejections=rejections)
         self.observed.zero_()
         self.forwards_at_choice = self.forwards
