@@ -218,7 +218,7 @@ class CostChooser:
         self.acceptance = RunAcceptance() if context.redraft else AcceptanceModel()
         self.glue_s = self.ar_glue_s = 0.0  # the loop's own seconds per iteration, this call's
         self.draft_s = 0.0  # a redrafting loop's seconds per slot drafted, this call's
-        self.excess_s = 0.0  # this call's forwards' seconds beyond the curve's
+        self.scale, self.excess_s = 1.0, 0.0  # this call's forwards: curve(n) * scale + excess_s seconds
         self.ar_steps = False  # whether window 0 runs as a plain AR step (set by the loop)
         fixed = len(context.drafters) == 1
         self.hits = None if fixed else DrafterHits(context.drafters, layout, device)
@@ -246,19 +246,20 @@ class CostChooser:
         return best
 
     def forward_s(self, inputs: float) -> float:
-        """A forward's expected seconds at `inputs` per row: the curve's, plus what this call's
-        forwards took beyond it (never below a quarter of the curve's)."""
-        cost = self.context.cost(inputs)
-        return max(cost + self.excess_s, 0.25 * cost)
+        """A forward's expected seconds at `inputs` per row: the curve's, scaled down where this
+        call's forwards are faster, plus what they took beyond it where slower."""
+        return self.context.cost(inputs) * self.scale + self.excess_s
 
     def observe(self, choice: Choice, committed: float, by_branches: float, forwards: float, glue_s: float,
-                ar_glue_s: float = 0.0, excess_s: float = 0.0, draft_s: float = 0.0, rejections: float = 0.0) -> None:
+                ar_glue_s: float = 0.0, scale: float = 1.0, excess_s: float = 0.0, draft_s: float = 0.0,
+                rejections: float = 0.0) -> None:
         """The forwards since the last choice: tokens committed per window in all (by
         branches past the windows' runs; nothing after AR steps), windows that ended at a
         rejected draft (per window, in all), the loop's own time per Jacobi forward and per
         AR step (a redrafting loop's drafting apart), that drafting's seconds per slot, and
-        the forwards' seconds beyond the curve's."""
-        self.glue_s, self.ar_glue_s, self.excess_s, self.draft_s = glue_s, ar_glue_s, excess_s, draft_s
+        how the forwards' seconds relate to the curve's (`GlueTimer.fit`)."""
+        self.glue_s, self.ar_glue_s, self.draft_s = glue_s, ar_glue_s, draft_s
+        self.scale, self.excess_s = scale, excess_s
         if choice.window == 0 and self.ar_steps:
             self.acceptance.forget(forwards)  # AR steps show nothing of the drafts: the prior comes back
         elif forwards:

@@ -97,11 +97,13 @@ class GlueTimer:
     kind, which warms up, left out; the latest `RECENT` of each count): the loop's seconds
     per iteration outside the forward (and outside timed drafting), for a Jacobi forward and
     for an AR step; the timed drafting's seconds per slot (a redrafting loop drafts its whole
-    window every forward, so a longer window costs more than its forward); and the seconds
-    the forwards take beyond the curve's (`excess`): attention over the context decoded so
-    far (the curve is measured on a fresh session), and load from elsewhere on a shared
-    machine. Added, not multiplied: a forward deep in a video at 8 cache rows took 2.5x the
-    curve's seconds at 5 inputs a row, yet 17 inputs cost 1.6x 5 inputs, not the curve's 2.2x. Nothing of it is kept across calls: a value measured under a burst of load
+    window every forward, so a longer window costs more than its forward); and how the
+    forwards' seconds relate to the curve's (`fit`). Slower than the curve, the difference
+    is added: it is mostly attention over the context decoded so far (the curve is measured
+    on a fresh session), and a forward deep in a video at 8 cache rows took 2.5x the curve's
+    seconds at 5 inputs a row, yet 17 inputs cost 1.6x 5 inputs, not the curve's 2.2x.
+    Faster than the curve (a curve measured under load from elsewhere), the curve is scaled
+    down: subtracting a load's seconds would price the smallest forwards near zero. Nothing of it is kept across calls: a value measured under a burst of load
     would steer every later call, to AR steps alone say, which measure nothing that could
     correct it. Before a kind has a sample it counts as 0, so each call tries what the
     curve alone favours."""
@@ -113,7 +115,7 @@ class GlueTimer:
         self.curve = curve
         self.on = curve.measured  # a flat curve chooses by forwards alone
         self.samples = {kind: [] for kind in self.KINDS}
-        self.excesses = []
+        self.timed = []  # (forward's seconds, the curve's), the latest RECENT
         self.sync = torch.cuda.synchronize if device.type == "cuda" and self.on else (lambda: None)
         self.start = self.forward_start = self.forward_s = self.draft_start = 0.0
         self.drafting_s, self.drafted = 0.0, 0
@@ -154,7 +156,7 @@ class GlueTimer:
             self.sync()
             if kind in self.warm:
                 self.add(kind, time.perf_counter() - self.start - self.forward_s - self.drafting_s)
-                self.excesses = self.excesses[1 - self.RECENT:] + [self.forward_s - self.curve(self.inputs)]
+                self.timed = self.timed[1 - self.RECENT:] + [(self.forward_s, self.curve(self.inputs))]
                 if self.drafted:
                     self.add("draft_s", self.drafting_s / self.drafted)
             self.warm.add(kind)
@@ -166,8 +168,14 @@ class GlueTimer:
         samples = self.samples[kind]
         return statistics.median(samples) if samples else 0.0
 
-    def excess(self) -> float:
-        return statistics.median(self.excesses) if self.excesses else 0.0
+    def fit(self) -> tuple[float, float]:
+        """(scale, excess): a forward at n inputs takes about curve(n) * scale + excess seconds."""
+        if not self.timed:
+            return 1.0, 0.0
+        ratio = statistics.median(f / max(c, 1e-12) for f, c in self.timed)
+        if ratio < 1.0:
+            return ratio, 0.0
+        return 1.0, statistics.median(f - c for f, c in self.timed)
 
 
 def cache_dir() -> Path:

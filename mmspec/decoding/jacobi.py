@@ -534,8 +534,9 @@ class JacobiLoop:
     def choose(self) -> None:
         """auto: the window, branches and first drafts of the next forwards, from the past alone."""
         committed, by_branches, rejections = self.observed.tolist()
+        scale, excess_s = self.glue.fit()
         self.chooser.observe(self.choice, committed, by_branches, self.forwards - self.forwards_at_choice,
-                             self.glue.estimate("glue_s"), self.glue.estimate("ar_glue_s"), excess_s=self.glue.excess(),
+                             self.glue.estimate("glue_s"), self.glue.estimate("ar_glue_s"), scale=scale, excess_s=excess_s,
                              draft_s=self.glue.estimate("draft_s"), rejections=rejections)
         self.observed.zero_()
         self.forwards_at_choice = self.forwards

@@ -255,7 +255,7 @@ class RecordingChooser(FickleChooser):
 
     seen: list = []
 
-    def observe(self, choice, committed, by_branches, forwards, glue_s, ar_glue_s=0.0, excess_s=0.0, draft_s=0.0, rejections=0.0):
+    def observe(self, choice, committed, by_branches, forwards, glue_s, ar_glue_s=0.0, scale=1.0, excess_s=0.0, draft_s=0.0, rejections=0.0):
         RecordingChooser.seen.append((choice.window, committed, forwards))
 
 
