@@ -43,7 +43,6 @@ import dataclasses
 import importlib
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -57,6 +56,7 @@ from mmspec.io.files import atomic_write
 from mmspec.runs.bench import environment
 from mmspec.utils.checkpoint import load_into
 from mmspec.decoding.config import DecodingConfig
+from mmspec.decoding.cost_model import cpu_model
 
 ORIGINAL = "original LlamaGen AR"
 # mmspec's rows, by the names the tables give them
@@ -181,16 +181,6 @@ def run_cell(original: Original, pipe, samples: int, batch: int, seed: int) -> d
     return {"rows": table, "warmup_s": warmup}
 
 
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def git_commit(folder: Path) -> str:
     done = subprocess.run(["git", "-C", str(folder), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     return done.stdout.strip() if done.returncode == 0 else "unknown (not a git checkout)"
@@ -272,7 +262,7 @@ def main() -> None:
     sampling_text = (f"CFG scale {sampling['guidance_scale']:g}, temperature {sampling['temperature']:g}, "
                      f"top-k {sampling['top_k']}{' (all)' if sampling['top_k'] == 0 else ''}, top-p {sampling['top_p']:g}")
     meta = {"date": time.strftime("%Y-%m-%d"), "commit": git_commit(Path(".")), "samples": args.samples, "seed": args.seed,
-            "threads": args.threads, "batches": args.batches, "cpu": cpu_name(), "sampling": sampling,
+            "threads": args.threads, "batches": args.batches, "cpu": cpu_model(), "sampling": sampling,
             "sampling_text": sampling_text, "llamagen_commit": git_commit(args.llamagen_repo), "greedy_check": check,
             "environment": environment()}
     out = Path(args.out)
