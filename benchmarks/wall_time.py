@@ -118,11 +118,6 @@ def captioner_case() -> Case:
 CASES = {"image": image_case, "video": video_case, "speech": speech_case, "mesh": mesh_case, "captioner": captioner_case}
 
 
-def per_sample(stats) -> list:
-    """Captioning returns one DecodeStats for the batch; the others one per sequence."""
-    return stats.per_sample() if hasattr(stats, "per_sample") else list(stats)
-
-
 def tokens_per_second(row: dict) -> float:
     """Tokens over seconds of all samples: sequences that stop on their own (meshes, captions)
     differ in length between methods, so seconds per call alone would reward a short sample."""
@@ -136,7 +131,7 @@ def decode_rows(case: Case, pipe, configs: list, samples: range, batch: int, see
             for config in configs}
     for i in samples:
         for config in configs:
-            stats = per_sample(case.decode(pipe, i, batch, config, seed + i))
+            stats = case.decode(pipe, i, batch, config, seed + i)
             row = rows[config.describe()]
             row["seconds"].append(stats[0].wall_time_s)
             row["tokens"].append(sum(int(s.lengths.sum()) for s in stats))

@@ -4,10 +4,12 @@ recorded settings, and one-line errors for bad flags and files."""
 import json
 
 import pytest
+import torch
 
 from mmspec.commands.cli import main
 from mmspec.datasets.shape_captions import load_scenes
 from mmspec.io.images import to_pil
+from mmspec.runs.batch import item_seed
 from tests.helpers.tiny_captioner import tiny_captioner
 
 FLAGS = ["--max-new-tokens", "6", "--decoding", "mc-sjd+lookup"]
@@ -30,12 +32,15 @@ def test_captions_are_printed_per_file(saved, capsys):
     files = sorted(images.iterdir())[:2]
     assert main(["caption", *map(str, files), "--pipeline", str(pipe_dir), *FLAGS]) == 0
     lines = capsys.readouterr().out.splitlines()
-    expected = pipe([to_pil(load_scenes("heldout", 2)[0])[i] for i in range(2)], max_new_tokens=6).text
-    assert lines[:2] == [f"{files[0]}: {expected[0]}", f"{files[1]}: {expected[1]}"]
+    expected = pipe([to_pil(load_scenes("heldout", 2)[0])[i] for i in range(2)], max_new_tokens=6, decoding="mc-sjd+lookup",
+                    generator=torch.Generator().manual_seed(item_seed(0, "shape0")))  # the CLI's, which drafts depend on
+    assert lines[:2] == [f"{files[0]}: {expected.text[0]}", f"{files[1]}: {expected.text[1]}"]
+    forwards = max(s.forward_passes for s in expected.stats)  # the call's: until its longest caption is done
+    assert lines[2].startswith(f"(2 image(s), mc-sjd+lookup: {forwards} forward passes, ")
 
 
 def test_batch_resumes_and_refuses_other_settings(saved, tmp_path, capsys):
-    pipe_dir, images, _ = saved
+    pipe_dir, images, pipe = saved
     out = tmp_path / "out"
     run = ["caption", str(images), "--pipeline", str(pipe_dir), "--out", str(out), "--batch-size", "2", *FLAGS]
     assert main(run) == 0
@@ -43,6 +48,11 @@ def test_batch_resumes_and_refuses_other_settings(saved, tmp_path, capsys):
     assert [r.stem for r in records] == ["shape0", "shape1", "shape2"]
     manifest = [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
     assert [m["id"] for m in manifest] == ["shape0", "shape1", "shape2"] and all(m["caption"] for m in manifest)
+    pictures = to_pil(load_scenes("heldout", 3)[0])
+    each = [s.forward_passes for chunk, first in ((pictures[:2], "shape0"), (pictures[2:], "shape2"))  # batches of 2
+            for s in pipe(chunk, max_new_tokens=6, decoding="mc-sjd+lookup",
+                          generator=torch.Generator().manual_seed(item_seed(0, first))).stats]  # each image's own forwards
+    assert [json.loads(r.read_text())["forward_passes"] for r in records] == each
 
     kept = records[0].stat().st_mtime_ns
     records[2].unlink()  # an interrupted run: one image not done

@@ -123,9 +123,10 @@ def caption_stream(image, prompt: str, decoding: str, max_new_tokens, pipe: Capt
         raise gr.Error(result["error"])
     out = result["out"]
     # commit_iteration counts the prefill as forward 0; the stream's first chunk is forward 1
-    tokens, commits = out.tokens[0].tolist(), (out.stats.commit_iteration[0] + 1).tolist()
+    stats = out.stats[0]
+    tokens, commits = out.tokens[0].tolist(), (stats.commit_iteration[0] + 1).tolist()
     n = sum(t not in set(tokenizer.all_special_ids) for t in tokens)
-    forwards_used = int(out.stats.forward_passes)
+    forwards_used = stats.forward_passes
     yield marked_tokens(tokenizer, tokens, commits), (
         f"{decoding}: {n} tokens in {forwards_used} forward passes ({n / max(forwards_used, 1):.2f} tokens per forward), "
         f"{time.perf_counter() - began:.2f} s"

@@ -131,9 +131,9 @@ def run_caption_batch(
         elif on_item:
             on_item(item, True)
     for chunk, out, seconds in caption_items(pipe, todo, batch_size, seed, call_kwargs):
-        forwards = int(out.stats.forward_passes)
         for i, item in enumerate(chunk):
-            run.write_record(tasks[item.id], {"image": str(item.path), "caption": out.text[i], "forward_passes": forwards,
+            run.write_record(tasks[item.id], {"image": str(item.path), "caption": out.text[i],
+                                              "forward_passes": out.stats[i].forward_passes,
                                               "batch": len(chunk), "seconds": seconds})
             if on_item:
                 on_item(item, False)
@@ -170,7 +170,8 @@ def caption_command(args) -> None:
         for chunk, out, seconds in caption_items(pipe, items, args.batch_size, args.seed, call_kwargs):
             for i, item in enumerate(chunk):
                 print(f"{item.path}: {out.text[i]}", flush=True)
-            print(f"({len(chunk)} image(s), {args.decoding}: {int(out.stats.forward_passes)} forward passes, {seconds:.2f} s)")
+            forwards = max(s.forward_passes for s in out.stats)  # the batch runs until its longest caption is done
+            print(f"({len(chunk)} image(s), {args.decoding}: {forwards} forward passes, {seconds:.2f} s)")
         return
     bars = []  # the bar starts with the first item, after the run's checks: an error is a line of its own
 

@@ -19,10 +19,10 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 import torch
 from diffusers import DiffusionPipeline
@@ -77,13 +77,14 @@ class CaptioningPipelineOutput(BaseOutput):
     """Attributes:
     text (`list[str]`): one caption per image.
     tokens (`torch.Tensor`): long `[B, N]`, the new token ids (padding after an EOS).
-    stats: the `DecodeStats` of the call (`commit_iteration [B, N]`: the forward that
-        committed each new token; `forward_passes`).
+    stats (`list[DecodeStats]`): one per caption (`DecodeStats.per_sample()`: its
+        `commit_iteration [1, max_new_tokens]`, the forward that committed each new token;
+        its own `forward_passes`, to its last commit; the batch's wall time).
     """
 
     text: list[str]
     tokens: torch.Tensor
-    stats: Any
+    stats: list
 
 
 def as_images(images) -> list[Image.Image]:
@@ -229,6 +230,7 @@ class CaptioningPipeline(DiffusionPipeline):
         generator: torch.Generator | list[torch.Generator] | None = None,
         streamer=None,
         return_dict: bool = True,
+        callback_on_step_end: Callable | None = None,
     ):
         """Captions `images`.
 
@@ -253,64 +255,70 @@ class CaptioningPipeline(DiffusionPipeline):
             streamer (*optional*): a transformers streamer (`TextStreamer`,
                 `TextIteratorStreamer`); batch 1 only.
             return_dict (`bool`, *optional*, defaults to True): a
-                `CaptioningPipelineOutput`, else a tuple `(text, stats)`.
+                `CaptioningPipelineOutput`, else a tuple `(text, stats)`, `stats` one
+                `DecodeStats` per image.
+            callback_on_step_end (`Callable`, *optional*): `fn(pipe, step, tokens_committed, {})`
+                after every forward (`step` counts the call's forwards from 0,
+                `tokens_committed` the new tokens done per caption of the run).
 
         Example:
             >>> pipe = CaptioningPipeline.from_pretrained()  # doctest: +SKIP
             >>> pipe(image, decoding="ar").text  # doctest: +SKIP
             ['a small red circle sits ...']
         """
-        from mmspec.pipelines.text import generate_text
-
         # 1. check_inputs
         images, prompts = self.check_inputs(images, prompt, max_new_tokens, decoding, do_sample, temperature, top_k, top_p)
         if streamer is not None and len(images) != 1:
             raise ValueError(f"a streamer follows one caption; got {len(images)} images")
         generator = check_generator(generator, len(images))
-        if isinstance(generator, list):  # image by image, each with its own generator: caption i depends on generator i alone
-            outs = [self(image, prompt=p, decoding=decoding, max_new_tokens=max_new_tokens, do_sample=do_sample,
-                         temperature=temperature, top_k=top_k, top_p=top_p, generator=g)
-                    for image, p, g in zip(images, prompts, generator)]
-            return self.joined_output(outs, return_dict)
+        # image by image when each has its own generator: caption i depends on generator i alone
+        if isinstance(generator, list):
+            runs = [(images[i:i + 1], prompts[i:i + 1], g) for i, g in enumerate(generator)]
+        else:
+            runs = [(images, prompts, generator)]
         if isinstance(decoding, DecodingConfig):  # a window past the model's room for text, or branches past V, refused
             check_decoding_memory(decoding, TokenLayout.grid((self.max_new_tokens,), self.model.config.text_config.vocab_size),
-                                  len(images))
+                                  len(runs[0][0]))
+        sampling = {k: v for k, v in dict(temperature=temperature, top_k=top_k, top_p=top_p).items() if v is not None}
+        settings = dict(max_new_tokens=max_new_tokens, do_sample=do_sample, streamer=streamer, **sampling)
+        step = {"n": 0}
+
+        def on_step(done: int, total: int) -> None:
+            if callback_on_step_end is not None:
+                callback_on_step_end(self, step["n"], done, {})
+            step["n"] += 1
+
+        tokenizer = self.processor.tokenizer
+        tokens, text, stats = [], [], []
+        for run_images, run_prompts, run_generator in runs:
+            run_tokens, run_stats = self.decode_batch(run_images, run_prompts, run_generator, on_step, decoding, **settings)
+            tokens.append(run_tokens)
+            # 5. detokenize
+            text += [t.strip() for t in tokenizer.batch_decode(run_tokens, skip_special_tokens=True)]
+            stats += run_stats.per_sample()
+        width = max(t.shape[1] for t in tokens)  # runs stop at their own EOS: pad to the longest
+        tokens = torch.cat([torch.nn.functional.pad(t, (0, width - t.shape[1]), value=tokenizer.pad_token_id or 0)
+                            for t in tokens])
+        # 6. return
+        if not return_dict:
+            return text, stats
+        return CaptioningPipelineOutput(text=text, tokens=tokens, stats=stats)
+
+    def decode_batch(self, images: list[Image.Image], prompts: list[str], generator, on_step, decoding, max_new_tokens: int,
+                     **settings):
+        """One batch through `generate_text`: the new tokens `[B, N]` and the batch's `DecodeStats`."""
+        from mmspec.pipelines.text import generate_text
+
         # 2. encode condition: image features enter in the prefill
         inputs = self.encode(images, prompts)
         positions = self.model.config.text_config.max_position_embeddings
         if inputs["input_ids"].shape[1] + max_new_tokens > positions:
             raise ValueError(f"the prompt takes {inputs['input_ids'].shape[1]} tokens (image included) and max_new_tokens is "
                              f"{max_new_tokens}: more than the model's {positions} positions; shorten one")
-        sampling = {k: v for k, v in dict(temperature=temperature, top_k=top_k, top_p=top_p).items() if v is not None}
         tokenizer = self.processor.tokenizer
         # 3.-4. decode (cache, drafts and verification inside generate_text)
-        settings = dict(pixel_values=inputs["pixel_values"], generator=generator, streamer=streamer,
-                        max_new_tokens=max_new_tokens, do_sample=do_sample, eos_token_id=tokenizer.eos_token_id,
-                        pad_token_id=tokenizer.pad_token_id, **sampling)
         ids, stats = generate_text(self.model, inputs["input_ids"], inputs["attention_mask"],
-                                   decoding=self.resolve_decoding(decoding), return_stats=True, **settings)
-        # 5. detokenize
-        tokens = ids[:, inputs["input_ids"].shape[1]:]
-        text = [t.strip() for t in tokenizer.batch_decode(tokens, skip_special_tokens=True)]
-        # 6. return
-        if not return_dict:
-            return text, stats
-        return CaptioningPipelineOutput(text=text, tokens=tokens, stats=stats)
-
-    def joined_output(self, outs: list[CaptioningPipelineOutput], return_dict: bool):
-        """The outputs of one-image calls as one call's: tokens padded to the longest, the
-        stats of the runs one after another (forwards and seconds added)."""
-        from mmspec.decoding.auto import merge_choices
-        from mmspec.decoding.stats import DecodeStats
-
-        pad = self.processor.tokenizer.pad_token_id or 0
-        width = max(o.tokens.shape[1] for o in outs)
-        tokens = torch.cat([torch.nn.functional.pad(o.tokens, (0, width - o.tokens.shape[1]), value=pad) for o in outs])
-        runs = [o.stats for o in outs]
-        commits = torch.cat([torch.nn.functional.pad(r.commit_iteration, (0, width - r.commit_iteration.shape[1])) for r in runs])
-        choices = [r.choices for r in runs if r.choices is not None]
-        stats = DecodeStats(runs[0].method, all(r.exact for r in runs), sum(r.forward_passes for r in runs),
-                            sum(r.tokens_committed for r in runs), sum(r.wall_time_s for r in runs), commits,
-                            torch.cat([r.lengths for r in runs]), merge_choices(choices) if choices else None, runs[0].cost_curve)
-        text = [t for o in outs for t in o.text]
-        return CaptioningPipelineOutput(text=text, tokens=tokens, stats=stats) if return_dict else (text, stats)
+                                   decoding=self.resolve_decoding(decoding), return_stats=True, on_step=on_step,
+                                   pixel_values=inputs["pixel_values"], generator=generator, max_new_tokens=max_new_tokens,
+                                   eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, **settings)
+        return ids[:, inputs["input_ids"].shape[1]:], stats

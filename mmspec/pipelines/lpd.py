@@ -18,7 +18,6 @@ from pathlib import Path
 import torch
 
 from mmspec.decoding.config import DecodingConfig, LPDDecoding, as_lpd_decoding
-from mmspec.decoding.generate import generate
 from mmspec.decoding.lpd import check_guidance_schedule
 from mmspec.decoding.orders import LocalityOrder
 from mmspec.metrics.classifier import ClassifierConfig, ShapesClassifier
@@ -183,7 +182,9 @@ class LPDPipeline(TokenImagePipeline):
             output_type (`str`, *optional*, defaults to "pil"): "pil", "np", "pt" or "tokens".
             return_dict (`bool`, *optional*, defaults to True): an `ImagePipelineOutput`, else
                 a tuple `(images, stats)`.
-            callback_on_step_end (`Callable`, *optional*): `fn(pipe, step, tokens_committed, {})`.
+            callback_on_step_end (`Callable`, *optional*): `fn(pipe, step, tokens_committed, {})`
+                after every forward, one per group (`step` counts the call's forwards from 0,
+                `tokens_committed` the cells done per image of the run).
         """
         # 1. check inputs
         sampling = sampling_config(self._default_sampling, guidance_scale=guidance_scale, temperature=temperature,
@@ -200,19 +201,9 @@ class LPDPipeline(TokenImagePipeline):
         decoding = replace(decoding, repulsion=repulsion)
         guidance_schedule = check_guidance_schedule(guidance_schedule or self.guidance_schedule)
         generator = self.check_batch(output_type, generator, len(labels), self.token_grid)
-        runs = list(zip(labels.split(1), generator)) if isinstance(generator, list) else [(labels, generator)]
-        # 2. decode, group by group
-        tokens, stats, T = [], [], self.sequence_length
-        with self.progress_bar(total=len(labels) * T) as bar:
-            for run_labels, run_generator in runs:
-                run_tokens, run_stats = generate(self.transformer, run_labels, decoding, sampling, run_generator,
-                                                 guidance_schedule=guidance_schedule)
-                tokens.append(run_tokens)
-                stats += run_stats.per_sample()
-                bar.update(run_tokens.numel())
-                if callback_on_step_end is not None:
-                    callback_on_step_end(self, len(stats), bar.n, {})
-        tokens = torch.cat(tokens)
+        # 2. decode, group by group (one forward per group: the bar and the callback advance after each)
+        tokens, stats = self.decode_tokens(self.transformer, labels, None, decoding, sampling, generator, callback_on_step_end,
+                                           guidance_schedule=guidance_schedule)
         # 3. detokenize and return
         images = None if output_type == "tokens" else self.vqvae.decode(tokens)
         return self.to_output(images, tokens, stats, output_type, return_dict)

@@ -358,34 +358,42 @@ class TokenImagePipeline(DiffusionPipeline):
         self,
         token_model: TokenModel,
         condition: Any,
-        layout: TokenLayout,
+        layout: TokenLayout | None,
         decoding: DecodingConfig,
         sampling: SamplingConfig,
         generator: torch.Generator | list[torch.Generator] | None,
         callback_on_step_end: Callable | None,
+        **engine,
     ):
         """Runs the engine under a progress bar; calls `callback_on_step_end(pipe, step,
-        tokens_committed, {})` after every forward, as diffusers calls it after every step.
+        tokens_committed, {})` after every forward, as diffusers calls it after every step
+        (`step` counts the call's forwards from 0, `tokens_committed` the positions done per
+        sequence of the run). The bar counts positions per sequence, run after run.
 
         One generator seeds the whole batch (as in diffusers, image i of a batch then differs
         from the same seed alone). A list of generators decodes image by image, each with its
-        own, so image i depends only on generator i; that gives up batching."""
+        own, so image i depends only on generator i; that gives up batching.
+
+        `layout` None: the model's own, `sequence_length` positions long (LPD, which takes
+        none); `engine`: further keywords of `mmspec.generate` (LPD's `guidance_schedule`)."""
         if isinstance(generator, list):
             runs = [(condition_row(condition, i), g) for i, g in enumerate(generator)]
         else:
             runs = [(condition, generator)]
+        length = self.sequence_length if layout is None else layout.length
         state = {"step": 0}
         tokens, stats = [], []
-        with self.progress_bar(total=layout.length * len(runs)) as bar:
+        with self.progress_bar(total=length * len(runs)) as bar:
             for k, (run_condition, run_generator) in enumerate(runs):
 
-                def on_step(done: int, total: int, offset: int = k * layout.length) -> None:
+                def on_step(done: int, total: int, offset: int = k * length) -> None:
                     bar.update(offset + done - bar.n)
                     if callback_on_step_end is not None:
                         callback_on_step_end(self, state["step"], done, {})
                     state["step"] += 1
 
-                run_tokens, run_stats = generate(token_model, run_condition, decoding, sampling, run_generator, on_step, layout=layout)
+                run_tokens, run_stats = generate(token_model, run_condition, decoding, sampling, run_generator, on_step,
+                                                 layout=layout, **engine)
                 tokens.append(run_tokens)
                 stats += run_stats.per_sample()
         return torch.cat(tokens), stats

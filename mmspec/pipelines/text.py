@@ -13,6 +13,7 @@ decoding="mc-sjd+lookup")` runs this.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -116,6 +117,7 @@ def generate_text(
     generator: torch.Generator | None = None,
     streamer=None,
     return_stats: bool = False,
+    on_step: Callable[[int, int], None] | None = None,
     **kwargs,
 ) -> torch.Tensor | tuple[torch.Tensor, DecodeStats]:
     """Generates text with `model` (any transformers model of `TransformersLM`'s families)
@@ -134,6 +136,8 @@ def generate_text(
         streamer (*optional*): a transformers `TextStreamer` / `TextIteratorStreamer`
             (batch 1): fed each forward's newly committed tokens.
         return_stats (`bool`): also return the call's `DecodeStats`.
+        on_step (`Callable[[int, int], None]`, *optional*): called after every forward with
+            (tokens done per sequence, `max_new_tokens`), as `mmspec.generate` calls it.
         kwargs: generation settings (`max_new_tokens`, `do_sample`, `temperature`, `top_k`,
             `top_p`, `repetition_penalty`, `no_repeat_ngram_size`, `min_new_tokens`,
             `eos_token_id`, `pad_token_id`) and a VLM's image inputs (`pixel_values`,
@@ -173,7 +177,7 @@ def generate_text(
     condition = dict(input_ids=input_ids, attention_mask=attention_mask, **vision)
     feed = None if streamer is None else StreamFeed(streamer, input_ids)
     tokens, stats = generate(
-        TransformersLM(model, max_new), condition, config, sampling_of(settings), generator,
+        TransformersLM(model, max_new), condition, config, sampling_of(settings), generator, on_step,
         stop_tokens=eos, pad_token_id=pad, processors=processors_of(settings, eos), on_commit=feed,
     )
     if streamer is not None:

@@ -31,11 +31,11 @@ def test_stream_marks_the_forward_of_every_token(monkeypatch, decoding):
     out = pipe(image, prompt="describe the picture .", decoding=decoding, max_new_tokens=12)
     tokenizer = pipe.processor.tokenizer
     assert "".join(text for text, _ in final).strip() == out.text[0]
-    commits = out.stats.commit_iteration[0].tolist()
+    commits = out.stats[0].commit_iteration[0].tolist()
     kept = [k for t, k in zip(out.tokens[0].tolist(), commits) if t not in tokenizer.all_special_ids]
     assert [label for _, label in final] == [f"forward {k + 1}" for k in kept]
     assert streamed == final  # the live stream saw every token, each in the forward that committed it
-    assert f"{int(out.stats.forward_passes)} forward passes" in status
+    assert f"{out.stats[0].forward_passes} forward passes" in status
 
 
 def test_a_missing_image_is_a_gradio_error():

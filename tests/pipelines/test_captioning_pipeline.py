@@ -76,3 +76,27 @@ def test_bad_calls_are_refused_in_one_line(pipe, images, kwargs, message):
     with pytest.raises(ValueError, match=message) as err:
         pipe(**call)
     assert "\n" not in str(err.value)
+
+
+def test_stats_are_one_per_caption(pipe, images):
+    out = pipe(images, prompt=PROMPTS, decoding="mc-sjd+lookup", max_new_tokens=12)
+    assert isinstance(out.stats, list) and len(out.stats) == len(images) == len(out.text)
+    assert all(s.batch_size == 1 and s.commit_iteration.shape == (1, 12) for s in out.stats)
+    tokens = out.tokens.tolist()
+    eos = pipe.processor.tokenizer.eos_token_id
+    assert [int(s.lengths) for s in out.stats] == [row.index(eos) + 1 if eos in row else 12 for row in tokens]
+    text, stats = pipe(images, prompt=PROMPTS, decoding="mc-sjd+lookup", max_new_tokens=12, return_dict=False)
+    assert text == out.text and [s.forward_passes for s in stats] == [s.forward_passes for s in out.stats]
+
+
+@pytest.mark.parametrize("decoding", ["ar", "mc-sjd+lookup", "prompt-lookup"])
+def test_callback_is_called_after_every_forward(pipe, images, decoding):
+    calls = []
+    callback = lambda pipe, step, committed, kw: calls.append((step, committed))  # noqa: E731
+    out = pipe(images, decoding=decoding, max_new_tokens=10, callback_on_step_end=callback)
+    assert len(calls) == max(s.forward_passes for s in out.stats)  # the batch runs until its longest caption is done
+    assert [s for s, _ in calls] == list(range(len(calls))) and calls[-1][1] == 10
+    calls.clear()  # image by image: the forwards of every run, `step` counting on
+    out = pipe(images, decoding=decoding, max_new_tokens=10, do_sample=True, callback_on_step_end=callback,
+               generator=[torch.Generator().manual_seed(i) for i in range(len(images))])
+    assert len(calls) == sum(s.forward_passes for s in out.stats) and [s for s, _ in calls] == list(range(len(calls)))

@@ -94,3 +94,29 @@ def test_decodings_by_name_as_the_cli_gives_them(pipe):
         pipe.check_decoding(DecodingConfig.from_name("mc-sjd"))
     with pytest.raises(ValueError, match="no group-size table for 24 steps"):
         pipe.check_decoding("lpd-24")
+
+
+@pytest.mark.parametrize("steps", [20, 32])
+def test_callback_and_progress_bar_advance_after_every_forward(pipe, steps, monkeypatch):
+    calls, bars = [], []
+    real_bar = pipe.progress_bar
+
+    def progress_bar(**kwargs):  # records the bar's count after each forward
+        bar = real_bar(**kwargs)
+        update = bar.update
+        bar.update = lambda n=1: (update(n), bars.append(bar.n))
+        return bar
+
+    monkeypatch.setattr(pipe, "progress_bar", progress_bar)
+    callback = lambda pipe, step, committed, kw: calls.append((step, committed))  # noqa: E731
+    out = pipe([0, 3], num_inference_steps=steps, generator=torch.Generator().manual_seed(0), output_type="tokens",
+               callback_on_step_end=callback)
+    assert len(calls) == out.stats[0].forward_passes == steps
+    sizes = pipe.order(steps).group_sizes
+    done = [sum(sizes[: k + 1]) for k in range(steps)]
+    assert calls == list(enumerate(done)) and bars == done
+    calls.clear()  # image by image: each run's forwards, `step` counting on
+    out = pipe([0, 3], num_inference_steps=steps, generator=[torch.Generator().manual_seed(0), torch.Generator().manual_seed(1)],
+               output_type="tokens", callback_on_step_end=callback)
+    assert len(calls) == sum(s.forward_passes for s in out.stats) == 2 * steps
+    assert calls == list(enumerate(done + done))
