@@ -2,7 +2,7 @@
 
 The public names load on first use (as diffusers does), so `import mmspec` stays cheap:
 
-    from mmspec import generate, DecodingConfig, SamplingConfig, LlamaGenPipeline, load_pipeline
+    from mmspec import generate, DecodingConfig, SamplingConfig, LlamaGenPipeline, SpeechPipeline, load_pipeline
     from mmspec import generate_text  # transformers LMs and VLMs
 """
 
@@ -12,16 +12,26 @@ import importlib
 
 __version__ = "0.1.0"
 
+# every pipeline by its class name (`mmspec.load_pipeline` reads a saved folder's class here)
+PIPELINES = {
+    "LlamaGenPipeline": "mmspec.pipelines.llamagen",
+    "Emu3Pipeline": "mmspec.pipelines.emu3",
+    "JanusPipeline": "mmspec.pipelines.janus",
+    "LuminaMGPTPipeline": "mmspec.pipelines.lumina_mgpt",
+    "CaptioningPipeline": "mmspec.pipelines.captioning",
+    "MeshPipeline": "mmspec.pipelines.mesh",
+    "SpeechPipeline": "mmspec.pipelines.audio",
+    "VideoPipeline": "mmspec.pipelines.video",
+    "LPDPipeline": "mmspec.pipelines.lpd",
+}
+
 _EXPORTS = {
     "generate": "mmspec.decoding.generate",
     "DecodingConfig": "mmspec.decoding.config",
     "DecodeStats": "mmspec.decoding.stats",
     "SamplingConfig": "mmspec.core.sampling",
     "TokenLayout": "mmspec.core.layout",
-    "LlamaGenPipeline": "mmspec.pipelines.llamagen",
-    "Emu3Pipeline": "mmspec.pipelines.emu3",
-    "JanusPipeline": "mmspec.pipelines.janus",
-    "LuminaMGPTPipeline": "mmspec.pipelines.lumina_mgpt",
+    **PIPELINES,  # as diffusers exports its pipelines
     "load_pipeline": "mmspec.pipelines",
     "generate_text": "mmspec.pipelines.text",
     "CUSTOM_GENERATE": "mmspec.pipelines.text",

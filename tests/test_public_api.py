@@ -37,5 +37,7 @@ def test_public_names_resolve():
     assert names == {"Emu3Pipeline", "JanusPipeline", "LuminaMGPTPipeline"} and callable(load_pipeline)
     import mmspec
 
+    for name in ("CaptioningPipeline", "MeshPipeline", "SpeechPipeline", "VideoPipeline", "LPDPipeline"):
+        assert getattr(mmspec, name).__name__ == name  # every pipeline, as diffusers exports them
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         mmspec.nothing

@@ -4,17 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-PIPELINES = {
-    "LlamaGenPipeline": "mmspec.pipelines.llamagen",
-    "Emu3Pipeline": "mmspec.pipelines.emu3",
-    "JanusPipeline": "mmspec.pipelines.janus",
-    "LuminaMGPTPipeline": "mmspec.pipelines.lumina_mgpt",
-    "CaptioningPipeline": "mmspec.pipelines.captioning",
-    "MeshPipeline": "mmspec.pipelines.mesh",
-    "SpeechPipeline": "mmspec.pipelines.audio",
-    "VideoPipeline": "mmspec.pipelines.video",
-    "LPDPipeline": "mmspec.pipelines.lpd",
-}
+from mmspec import PIPELINES
 
 
 def load_pipeline(path: str | Path, **kwargs):
