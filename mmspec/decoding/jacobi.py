@@ -148,11 +148,9 @@ class JacobiLoop:
         self.kv_done, self.commit_iteration = self.kv_done_at[:, :T], self.iteration_at[:, :T]
         self.drafts = torch.full((B, R, L, K), -1, dtype=torch.long, device=device)
         # q of the drafts: first drafts are one-hot and carried as their ids alone; the
-        # next drafts of a verified window carry its p, kept for the live windows only
+        # next drafts of a verified window carry its p
         self.q_carried = torch.zeros(B, R, L, dtype=torch.bool, device=device)  # slot has a dense q
-        self.q_row = torch.full((B, R), -1, dtype=torch.long, device=device)  # window -> row of q_dense
-        self.every_window = torch.arange(B * R, device=device).view(B, R)  # q_row when every window was live
-        self.q_dense = torch.zeros(0, L, K, V, device=device)
+        self.q_dense = torch.zeros(B, R, 0, K, V, device=device)  # the carried p of the first slots (zeros: none)
         self.n = self.starts.expand(B, R).clone()  # first undecoded position of each window
         self.opened = (self.parent < 0).expand(B, R).clone()
         self.hints = None  # redraft: the last forward's predictions and the drafts it was fed
@@ -349,10 +347,9 @@ class JacobiLoop:
         if R > 1:  # a segment's last drafts predict outside it
             drafts = torch.where((win_pos[:, :Lv] < self.ends[r][:, None])[..., None], drafts, -1)
         q = F.one_hot(drafts.clamp(min=0), V).float()  # first drafts: one-hot
-        k = min(Lv, self.q_dense.shape[1])  # no later slot is carried
-        if len(self.q_dense) and k:  # carried drafts: the p of their slot in the last verification
-            dense = self.q_dense[:, :k] if self.q_row is self.every_window and every else self.q_dense[:, :k][at(self.q_row).clamp(min=0)]
-            q[:, :k] = torch.where(at(self.q_carried)[:, :k, None, None], dense, q[:, :k])
+        k = min(Lv, self.q_dense.shape[2])  # no later slot is carried
+        if k:  # carried drafts: the p of their slot in the last verification
+            q[:, :k] = torch.where(at(self.q_carried)[:, :k, None, None], at(self.q_dense)[:, :k], q[:, :k])
         if Sv > L:  # the slot after the last draft has a p and no draft
             drafts = torch.cat([drafts, drafts.new_full((len(window), 1, K), -1)], 1)
             q = torch.cat([q, q.new_zeros(len(window), 1, K, V)], 1)
@@ -428,12 +425,12 @@ class JacobiLoop:
         # the p of the new slots that can carry one: those before the last verified slot
         Sv = verified.target_probs.shape[1]
         verified_src = (src.view(B * self.R, L) if every else src[b, r])[:, :min(L, Sv)].clamp(max=Sv - 1)
-        self.q_dense = verified.target_probs.gather(1, verified_src[..., None, None].expand(-1, -1, K, V))
+        dense = verified.target_probs.gather(1, verified_src[..., None, None].expand(-1, -1, K, V))
         if every:
-            self.q_row = self.every_window
+            self.q_dense = dense.view(B, self.R, *dense.shape[1:])
         else:
-            self.q_row = torch.full_like(self.every_window, -1)
-            self.q_row[b, r] = torch.arange(len(b), device=self.device)
+            self.q_dense = dense.new_zeros(B, self.R, *dense.shape[1:])
+            self.q_dense[b, r] = dense
 
     def keep_moved(self, moves: CacheMoves) -> None:
         """Moves cache entries the branches computed on committed context to the positions
@@ -446,12 +443,8 @@ class JacobiLoop:
         """The windows as branches see them, with the dense q of every draft (its carried
         p, or one-hot)."""
         q = F.one_hot(self.drafts.clamp(min=0), self.V).float()
-        rows = self.q_row >= 0
-        if bool(rows.any()):
-            k = self.q_dense.shape[1]  # no later slot is carried
-            held = q[rows]
-            held[:, :k] = torch.where(self.q_carried[rows][:, :k, None, None], self.q_dense[self.q_row[rows]], held[:, :k])
-            q[rows] = held
+        k = self.q_dense.shape[2]  # no later slot is carried
+        q[:, :, :k] = torch.where(self.q_carried[:, :, :k, None, None], self.q_dense, q[:, :, :k])
         return Windows(self.n, self.drafts, q, self.q_carried, self.tokens, self.committed)
 
     def run(self, on_step: Callable[[int, int], None] | None = None,
