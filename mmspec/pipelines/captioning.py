@@ -41,6 +41,7 @@ from mmspec.pipelines.pipeline_utils import (
     load_transformers,
     pop_dtype,
     read_index,
+    StepCallback,
 )
 from mmspec.utils.json_files import write_json
 
@@ -281,13 +282,8 @@ class CaptioningPipeline(DiffusionPipeline):
                                   len(runs[0][0]))
         sampling = {k: v for k, v in dict(temperature=temperature, top_k=top_k, top_p=top_p).items() if v is not None}
         settings = dict(max_new_tokens=max_new_tokens, do_sample=do_sample, streamer=streamer, **sampling)
-        step = {"n": 0}
-
-        def on_step(done: int, total: int) -> None:
-            if callback_on_step_end is not None:
-                callback_on_step_end(self, step["n"], done, {})
-            step["n"] += 1
-
+        callback = StepCallback(self, callback_on_step_end)
+        on_step = lambda done, total: callback(done)
         tokenizer = self.processor.tokenizer
         tokens, text, stats = [], [], []
         for run_images, run_prompts, run_generator in runs:

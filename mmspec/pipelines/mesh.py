@@ -43,6 +43,7 @@ from mmspec.pipelines.pipeline_utils import (
     resolve_sampling,
     sampling_config,
     save_module,
+    StepCallback,
 )
 from mmspec.utils.json_files import read_json, write_json
 from mmspec.tokenizers.mesh import EOS, PAD, TOKENS_PER_FACE, VOCAB_SIZE, tokens_to_mesh
@@ -283,13 +284,8 @@ class MeshPipeline(DiffusionPipeline):
         else:
             runs = [(condition, generator)]
         # 3. decode
-        step = {"n": 0}
-
-        def on_step(done: int, total: int) -> None:
-            if callback_on_step_end is not None:
-                callback_on_step_end(self, step["n"], done, {})
-            step["n"] += 1
-
+        callback = StepCallback(self, callback_on_step_end)
+        on_step = lambda done, total: callback(done)
         tokens, stats = [], []
         for run_condition, run_generator in runs:
             run_tokens, run_stats = generate(token_model, run_condition, config, sampling, run_generator, on_step,

@@ -260,6 +260,20 @@ def condition_row(condition, i: int):
     })
 
 
+class StepCallback:
+    """A call's `callback_on_step_end(pipe, step, tokens_committed, {})`, as diffusers calls it
+    after every step: called with the positions done per sequence after every forward, `step`
+    counting the call's forwards from 0 (over every run of the call)."""
+
+    def __init__(self, pipe, callback: Callable | None):
+        self.pipe, self.callback, self.step = pipe, callback, 0
+
+    def __call__(self, done: int) -> None:
+        if self.callback is not None:
+            self.callback(self.pipe, self.step, done, {})
+        self.step += 1
+
+
 def to_signed_pixels(pixels: torch.Tensor, image_processor) -> torch.Tensor:
     """VQ decoder output `[B, 3, H, W]`, normalised with the image processor's mean and std
     (what its `postprocess` undoes), -> floats in [-1, 1]."""
@@ -381,16 +395,14 @@ class TokenImagePipeline(DiffusionPipeline):
         else:
             runs = [(condition, generator)]
         length = self.sequence_length if layout is None else layout.length
-        state = {"step": 0}
+        callback = StepCallback(self, callback_on_step_end)
         tokens, stats = [], []
         with self.progress_bar(total=length * len(runs)) as bar:
             for k, (run_condition, run_generator) in enumerate(runs):
 
                 def on_step(done: int, total: int, offset: int = k * length) -> None:
                     bar.update(offset + done - bar.n)
-                    if callback_on_step_end is not None:
-                        callback_on_step_end(self, state["step"], done, {})
-                    state["step"] += 1
+                    callback(done)
 
                 run_tokens, run_stats = generate(token_model, run_condition, decoding, sampling, run_generator, on_step,
                                                  layout=layout, **engine)
