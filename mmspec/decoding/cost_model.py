@@ -103,9 +103,9 @@ class GlueTimer:
     on a fresh session), and a forward deep in a video at 8 cache rows took 2.5x the curve's
     seconds at 5 inputs a row, yet 17 inputs cost 1.6x 5 inputs, not the curve's 2.2x.
     Faster than the curve (a curve measured under load from elsewhere), the curve is scaled
-    down: subtracting a load's seconds would price the smallest forwards near zero. Nothing of it is kept across calls: a value measured under a burst of load
-    would steer every later call, to AR steps alone say, which measure nothing that could
-    correct it. Before a kind has a sample it counts as 0, so each call tries what the
+    down: subtracting a load's seconds would price the smallest forwards near zero. Nothing
+    of it is kept across calls: a value measured under a burst of load would steer every
+    later call, to AR steps alone say, which measure nothing that could correct it. Before a kind has a sample it counts as 0, so each call tries what the
     curve alone favours."""
 
     KINDS = ("glue_s", "ar_glue_s", "draft_s")
