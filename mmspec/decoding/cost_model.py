@@ -100,8 +100,7 @@ class GlueTimer:
     window every forward, so a longer window costs more than its forward); and how the
     forwards' seconds relate to the curve's (`fit`). Slower than the curve, the difference
     is added: it is mostly attention over the context decoded so far (the curve is measured
-    on a fresh session), and a forward deep in a video at 8 cache rows took 2.5x the curve's
-    seconds at 5 inputs a row, yet 17 inputs cost 1.6x 5 inputs, not the curve's 2.2x.
+    on a fresh session), which a factor would lay on every further input as well.
     Faster than the curve (a curve measured under load from elsewhere), the curve is scaled
     down: subtracting a load's seconds would price the smallest forwards near zero. Nothing
     of it is kept across calls: a value measured under a burst of load would steer every

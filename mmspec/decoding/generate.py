@@ -33,8 +33,8 @@ def as_decoding(decoding: str | DecodingConfig) -> DecodingConfig:
 def in_inference_mode(decode: Callable) -> Callable:
     """Runs a decode under `torch.inference_mode` and returns ordinary tensors (copies) that
     the caller may change in place. On a CPU the decoding loops run many small tensor
-    operations, each of which costs a fifth or so more under `no_grad` (version counters,
-    autograd dispatch): AR and every method gain alike."""
+    operations, each of which costs more under `no_grad` (version counters, autograd
+    dispatch): AR and every method gain (`benchmarks/perf/inference_mode.py`)."""
     @functools.wraps(decode)
     def wrapper(*args, **kwargs):
         with torch.inference_mode():
