@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mmspec.assets import DEFAULT_ASSETS
-from mmspec.utils.checkpoint import DeviceDtypeMixin, JSONConfig, load_into, read_state_dict
+from mmspec.utils.checkpoint import DeviceDtypeMixin, FromCheckpoint, JSONConfig
 from mmspec.utils.json_files import read_json
 
 
@@ -42,31 +42,32 @@ def conv_bn(cin: int, cout: int, stride: int) -> list[nn.Module]:
     return [nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(cout), nn.SiLU()]
 
 
-class ShapesClassifier(DeviceDtypeMixin, nn.Module):
+def conv_stages(cin: int, widths: list[int]) -> nn.Sequential:
+    """One stage per width: a 3x3 conv, then a 3x3 stride-2 conv (halving the resolution),
+    each with batch norm and SiLU. The judges' common body."""
+    layers = []
+    for w in widths:
+        layers += conv_bn(cin, w, 1) + conv_bn(w, w, 2)
+        cin = w
+    return nn.Sequential(*layers)
+
+
+class ShapesClassifier(FromCheckpoint, DeviceDtypeMixin, nn.Module):
     """Stages of (3x3 conv, 3x3 stride-2 conv), each with batch norm and SiLU, then global
     average pooling (the features) and a linear head. Use it in eval mode (`from_checkpoint`
     returns it so): batch norm then uses its running statistics."""
 
+    checkpoint_name = "Shapes classifier checkpoint"
+
     def __init__(self, config: ClassifierConfig):
         super().__init__()
         self.config = config
-        layers, cin = [], 3
-        for w in config.widths:
-            layers += conv_bn(cin, w, 1) + conv_bn(w, w, 2)
-            cin = w
-        self.body = nn.Sequential(*layers)
-        self.head = nn.Linear(cin, config.num_classes)
+        self.body = conv_stages(3, config.widths)
+        self.head = nn.Linear(config.widths[-1], config.num_classes)
 
     @property
     def feature_dim(self) -> int:
         return self.config.widths[-1]
-
-    @classmethod
-    def from_checkpoint(cls, path_or_state_dict, config: ClassifierConfig) -> "ShapesClassifier":
-        """Loads weights (`.safetensors`, `.pt` or a state dict) into a classifier of `config`."""
-        model = cls(config)
-        load_into(model, read_state_dict(path_or_state_dict), what="Shapes classifier checkpoint")
-        return model.eval()
 
     def _check(self, images: torch.Tensor) -> torch.Tensor:
         if images.dim() != 4 or images.shape[1] != 3:

@@ -21,7 +21,7 @@ import torch
 import trimesh
 from torch import nn
 
-from mmspec.utils.checkpoint import DeviceDtypeMixin, JSONConfig, load_into, read_state_dict
+from mmspec.utils.checkpoint import DeviceDtypeMixin, FromCheckpoint, JSONConfig
 
 
 @dataclass
@@ -54,8 +54,10 @@ def sample_points(mesh: trimesh.Trimesh, n: int, generator: torch.Generator) -> 
     return (points - (lo + hi) / 2) / ((hi - lo).max() / 2).clamp(min=1e-6)
 
 
-class MeshClassifier(DeviceDtypeMixin, nn.Module):
+class MeshClassifier(FromCheckpoint, DeviceDtypeMixin, nn.Module):
     """PointNet over `[B, N, 3]` points: logits `[B, num_classes]`."""
+
+    checkpoint_name = "mesh classifier checkpoint"
 
     def __init__(self, config: MeshClassifierConfig):
         super().__init__()
@@ -66,12 +68,6 @@ class MeshClassifier(DeviceDtypeMixin, nn.Module):
             cin = w
         self.points = nn.Sequential(*layers)
         self.head = nn.Sequential(nn.Linear(cin, config.head_width), nn.GELU(), nn.Linear(config.head_width, config.num_classes))
-
-    @classmethod
-    def from_checkpoint(cls, path_or_state_dict, config: MeshClassifierConfig) -> "MeshClassifier":
-        model = cls(config)
-        load_into(model, read_state_dict(path_or_state_dict), what="mesh classifier checkpoint")
-        return model.eval()
 
     def forward(self, points: torch.Tensor) -> torch.Tensor:
         if points.dim() != 3 or points.shape[-1] != 3:

@@ -21,8 +21,8 @@ import torch
 import torchaudio.transforms as T
 from torch import nn
 
-from mmspec.utils.checkpoint import JSONConfig, load_into, read_state_dict
-from mmspec.metrics.classifier import conv_bn
+from mmspec.utils.checkpoint import FromCheckpoint, JSONConfig
+from mmspec.metrics.classifier import conv_stages
 
 
 @dataclass
@@ -36,26 +36,18 @@ class WordClassifierConfig(JSONConfig):
     widths: list[int] = field(default_factory=lambda: [16, 32, 64])
 
 
-class WordClassifier(nn.Module):
+class WordClassifier(FromCheckpoint, nn.Module):
     """Log-mel `[1, n_mels, frames]` -> stages of (3x3 conv, stride-2 3x3 conv) with batch
     norm -> global average pool -> linear. Use it in eval mode."""
+
+    checkpoint_name = "word classifier checkpoint"
 
     def __init__(self, config: WordClassifierConfig):
         super().__init__()
         self.config = c = config
         self.mel = T.MelSpectrogram(c.sample_rate, n_fft=1024, hop_length=c.hop_length, n_mels=c.n_mels, f_max=8000.0)
-        layers, cin = [], 1
-        for w in c.widths:
-            layers += conv_bn(cin, w, 1) + conv_bn(w, w, 2)
-            cin = w
-        self.body = nn.Sequential(*layers)
-        self.head = nn.Linear(cin, c.num_classes)
-
-    @classmethod
-    def from_checkpoint(cls, path_or_state_dict, config: WordClassifierConfig) -> "WordClassifier":
-        model = cls(config)
-        load_into(model, read_state_dict(path_or_state_dict), what="word classifier checkpoint")
-        return model.eval()
+        self.body = conv_stages(1, c.widths)
+        self.head = nn.Linear(c.widths[-1], c.num_classes)
 
     def forward(self, audio: torch.Tensor) -> torch.Tensor:
         """Word logits `[B, num_classes]` of waveforms `[B, samples]` at `sample_rate`."""

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from mmspec.utils.checkpoint import DeviceDtypeMixin, JSONConfig, load_into, read_state_dict
-from mmspec.metrics.classifier import conv_bn
+from mmspec.utils.checkpoint import DeviceDtypeMixin, FromCheckpoint, JSONConfig
+from mmspec.metrics.classifier import conv_stages
 
 
 @dataclass
@@ -48,25 +48,17 @@ class VideoClassifierConfig(JSONConfig):
     widths: list[int] = field(default_factory=lambda: [48, 96, 128])
 
 
-class VideoClassifier(DeviceDtypeMixin, nn.Module):
+class VideoClassifier(FromCheckpoint, DeviceDtypeMixin, nn.Module):
     """Frames stacked as channels, then stages of (3x3 conv, 3x3 stride-2 conv) with batch
     norm and SiLU, global average pooling and a linear head. Use it in eval mode."""
+
+    checkpoint_name = "video classifier checkpoint"
 
     def __init__(self, config: VideoClassifierConfig):
         super().__init__()
         self.config = config
-        layers, cin = [], 3 * config.frames
-        for w in config.widths:
-            layers += conv_bn(cin, w, 1) + conv_bn(w, w, 2)
-            cin = w
-        self.body = nn.Sequential(*layers)
-        self.head = nn.Linear(cin, config.num_classes)
-
-    @classmethod
-    def from_checkpoint(cls, path_or_state_dict, config: VideoClassifierConfig) -> "VideoClassifier":
-        model = cls(config)
-        load_into(model, read_state_dict(path_or_state_dict), what="video classifier checkpoint")
-        return model.eval()
+        self.body = conv_stages(3 * config.frames, config.widths)
+        self.head = nn.Linear(config.widths[-1], config.num_classes)
 
     def forward(self, videos: torch.Tensor) -> torch.Tensor:
         """Class logits `[B, num_classes]` of `videos [B, F, 3, H, W]` in [-1, 1]."""

@@ -7,7 +7,8 @@ copied in Lumina-mGPT's `model/chameleon_vae_ori/vqgan.py`), so the checkpoint's
 as they are: the codebook `quantize.embedding`, `post_quant_conv`, and `decoder.*` (a 3x3
 conv in, a middle of two residual blocks around self-attention, `num_res_blocks + 1`
 residual blocks per level from the coarsest up, each level but the finest ending in a
-nearest x2 upsampling and a 3x3 conv, then GroupNorm(32), swish and a 3x3 conv out).
+nearest x2 upsampling and a 3x3 conv, then GroupNorm(32), swish and a 3x3 conv out). The
+blocks are LlamaGen's VQ blocks (`mmspec.tokenizers.llamagen_vq`): both come from taming.
 
 `vqgan.yaml` is read with `yaml.safe_load` (its `model.params`: `n_embed`, `embed_dim`,
 `ddconfig`) and `vqgan.ckpt` with `torch.load(weights_only=True)` (its `state_dict`; the
@@ -30,9 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from mmspec.tokenizers.llamagen_vq import AttnBlock, ResnetBlock, Upsample, group_norm, run_level, swish
 from mmspec.utils.checkpoint import DeviceDtypeMixin, JSONConfig, load_into, read_state_dict
 
 WEIGHTS_NAME, CONFIG_NAME = "model.safetensors", "config.json"
@@ -93,48 +94,6 @@ class VQGANConfig(JSONConfig):
         return cls.from_dict(values)
 
 
-def group_norm(channels: int) -> nn.GroupNorm:
-    return nn.GroupNorm(32, channels, eps=1e-6, affine=True)
-
-
-class ResnetBlock(nn.Module):
-    def __init__(self, cin: int, cout: int):
-        super().__init__()
-        self.norm1, self.conv1 = group_norm(cin), nn.Conv2d(cin, cout, 3, padding=1)
-        self.norm2, self.conv2 = group_norm(cout), nn.Conv2d(cout, cout, 3, padding=1)
-        self.nin_shortcut = nn.Conv2d(cin, cout, 1) if cin != cout else None
-
-    def forward(self, x):
-        h = self.conv1(F.silu(self.norm1(x)))
-        h = self.conv2(F.silu(self.norm2(h)))
-        return (x if self.nin_shortcut is None else self.nin_shortcut(x)) + h
-
-
-class AttnBlock(nn.Module):
-    """Single-head self-attention over the pixels of a feature map."""
-
-    def __init__(self, channels: int):
-        super().__init__()
-        self.norm = group_norm(channels)
-        self.q, self.k, self.v, self.proj_out = (nn.Conv2d(channels, channels, 1) for _ in range(4))
-
-    def forward(self, x):
-        B, C, H, W = x.shape
-        h = self.norm(x)
-        q, k, v = (f(h).flatten(2).transpose(1, 2) for f in (self.q, self.k, self.v))  # (B, HW, C)
-        h = F.scaled_dot_product_attention(q, k, v)  # softmax(q k^T / sqrt(C)) v
-        return x + self.proj_out(h.transpose(1, 2).reshape(B, C, H, W))
-
-
-class Upsample(nn.Module):
-    def __init__(self, channels: int):
-        super().__init__()
-        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
-
-    def forward(self, x):
-        return self.conv(F.interpolate(x, scale_factor=2.0, mode="nearest"))
-
-
 class Decoder(nn.Module):
     """Meta's `Decoder` (levels indexed finest first, run coarsest first)."""
 
@@ -169,13 +128,10 @@ class Decoder(nn.Module):
         h = self.mid.block_2(self.mid.attn_1(self.mid.block_1(self.conv_in(z))))
         for level in reversed(range(len(self.up))):
             stage = self.up[level]
-            for i, block in enumerate(stage.block):
-                h = block(h)
-                if len(stage.attn):
-                    h = stage.attn[i](h)
+            h = run_level(h, stage.block, stage.attn)
             if hasattr(stage, "upsample"):
                 h = stage.upsample(h)
-        return self.conv_out(F.silu(self.norm_out(h)))
+        return self.conv_out(swish(self.norm_out(h)))
 
 
 class ChameleonVQGANDecoder(DeviceDtypeMixin, nn.Module):

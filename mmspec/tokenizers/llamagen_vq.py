@@ -138,6 +138,16 @@ class Upsample(nn.Module):
         return self.conv(F.interpolate(x, scale_factor=2.0, mode="nearest"))
 
 
+def run_level(h: torch.Tensor, res: nn.ModuleList, attn: nn.ModuleList) -> torch.Tensor:
+    """One resolution level: its residual blocks, each followed by its attention block
+    where the level has them."""
+    for i, block in enumerate(res):
+        h = block(h)
+        if len(attn):
+            h = attn[i](h)
+    return h
+
+
 def mid_blocks(channels: int) -> nn.ModuleList:
     return nn.ModuleList([ResnetBlock(channels, channels), AttnBlock(channels), ResnetBlock(channels, channels)])
 
@@ -169,10 +179,7 @@ class Encoder(nn.Module):
     def forward(self, x):
         h = self.conv_in(x)
         for block in self.conv_blocks:
-            for i, res in enumerate(block.res):
-                h = res(h)
-                if len(block.attn):
-                    h = block.attn[i](h)
+            h = run_level(h, block.res, block.attn)
             if hasattr(block, "downsample"):
                 h = block.downsample(h)
         for m in self.mid:
@@ -209,10 +216,7 @@ class Decoder(nn.Module):
         for m in self.mid:
             h = m(h)
         for block in self.conv_blocks:
-            for i, res in enumerate(block.res):
-                h = res(h)
-                if len(block.attn):
-                    h = block.attn[i](h)
+            h = run_level(h, block.res, block.attn)
             if hasattr(block, "upsample"):
                 h = block.upsample(h)
         return self.conv_out(swish(self.norm_out(h)))

@@ -162,6 +162,20 @@ def _short(items: list[str], limit: int = 5) -> str:
     return ", ".join(items[:limit]) + more
 
 
+class FromCheckpoint:
+    """`from_checkpoint(path_or_state_dict, config)`: a module of `config` with the weights of a
+    `.safetensors` or `.pt` file or a state dict, in eval mode; `checkpoint_name` names the
+    checkpoint in load errors."""
+
+    checkpoint_name = "checkpoint"
+
+    @classmethod
+    def from_checkpoint(cls, path_or_state_dict, config):
+        model = cls(config)
+        load_into(model, read_state_dict(path_or_state_dict), what=cls.checkpoint_name)
+        return model.eval()
+
+
 class DeviceDtypeMixin:
     """`device` and `dtype` of a module's weights, as diffusers' `ModelMixin` has them:
     `DiffusionPipeline.to`, `.device` and `.dtype` read them from every component."""
