@@ -44,8 +44,8 @@ from mmspec.core.sampling import SamplingConfig  # noqa: E402
 from mmspec.decoding.config import DecodingConfig  # noqa: E402
 from mmspec.decoding.auto import describe_choices  # noqa: E402
 from mmspec.decoding.generate import generate  # noqa: E402
-from mmspec.decoding.jacobi import JacobiLoop, extra_positions  # noqa: E402
-from mmspec.decoding.stopping import Stopping  # noqa: E402
+from mmspec.decoding.loop.jacobi import JacobiLoop, extra_positions  # noqa: E402
+from mmspec.decoding.loop.stopping import Stopping  # noqa: E402
 from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"

@@ -25,7 +25,7 @@ from torch.overrides import TorchFunctionMode
 
 from mmspec.io.files import atomic_write
 from mmspec.runs.bench import environment
-from mmspec.decoding import jacobi
+from mmspec.decoding.loop import jacobi
 from mmspec.decoding.config import DecodingConfig
 
 ENGINE = ("/mmspec/decoding/", "/mmspec/kernels/", "/mmspec/core/")

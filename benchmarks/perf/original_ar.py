@@ -56,7 +56,7 @@ from mmspec.io.files import atomic_write
 from mmspec.runs.bench import environment
 from mmspec.utils.checkpoint import load_into
 from mmspec.decoding.config import DecodingConfig
-from mmspec.decoding.cost_model import cpu_model
+from mmspec.decoding.auto.cost_curve import cpu_model
 
 ORIGINAL = "original LlamaGen AR"
 # mmspec's rows, by the names the tables give them

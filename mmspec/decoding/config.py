@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from mmspec.core.rules import ExactRule, GSDRule, LanternRule, PCGRule
-from mmspec.decoding.branches import BranchSetting
+from mmspec.decoding.branches.setting import BranchSetting
 from mmspec.decoding.drafts import drafter_from_name
 from mmspec.decoding.names import DECODINGS, DRAFTING, FAMILY_DRAFTERS, LPD_NAMES, RELAXED, parse_name  # noqa: F401 (re-exported)
 from mmspec.decoding.schedules import Frames, Raster, ZipAR, check_count

@@ -11,14 +11,14 @@ import torch
 
 from mmspec.core.contracts import TokenModel
 from mmspec.core.sampling import SamplingConfig
-from mmspec.decoding.ar import decode_ar
+from mmspec.decoding.auto.cost_curve import model_device, session_curve
 from mmspec.decoding.config import DecodingConfig, LPDDecoding, as_lpd_decoding, lpd_refusal, parse_decoding
-from mmspec.decoding.cost_model import model_device, session_curve
-from mmspec.decoding.jacobi import branch_options, decode_jacobi, extra_positions
+from mmspec.decoding.loop.ar import decode_ar
+from mmspec.decoding.loop.jacobi import branch_options, decode_jacobi, extra_positions
+from mmspec.decoding.loop.stopping import Stopping
 from mmspec.decoding.lpd import check_guidance_schedule, decode_lpd
 from mmspec.decoding.schedules import Raster
 from mmspec.decoding.stats import DecodeStats
-from mmspec.decoding.stopping import Stopping
 
 
 def as_decoding(decoding: str | DecodingConfig) -> DecodingConfig:

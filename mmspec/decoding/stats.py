@@ -26,7 +26,7 @@ class DecodeStats:
         choices (`dict`, *optional*): auto only: forwards per window ("windows", 0 = an AR
             step), per branch setting and per first-draft drafter.
         cost_curve (`dict`, *optional*): auto only: the forward's cost by inputs per row,
-            relative to one input, as measured on this device (`mmspec.decoding.cost_model`).
+            relative to one input, as measured on this device (`mmspec.decoding.auto.cost_curve`).
     """
 
     method: str

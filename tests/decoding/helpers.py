@@ -2,7 +2,7 @@
 
 import torch
 
-from mmspec.decoding.auto import AutoContext, Choice
+from mmspec.decoding.auto.chooser import AutoContext, Choice
 from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
 
 

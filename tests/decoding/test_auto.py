@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from mmspec.core.sampling import SamplingConfig
-from mmspec.decoding import cost_model
-from mmspec.decoding.auto import AcceptanceModel, AutoContext, Choice, CostChooser, RunAcceptance
+from mmspec.decoding.auto import cost_curve
+from mmspec.decoding.auto.acceptance import AcceptanceModel, RunAcceptance
+from mmspec.decoding.auto.chooser import AutoContext, Choice, CostChooser
 from mmspec.decoding.config import DecodingConfig
-from mmspec.decoding.cost_model import CostCurve, cost_key
+from mmspec.decoding.auto.cost_curve import CostCurve, cost_key
 from mmspec.decoding.generate import generate
 from mmspec.metrics.losslessness import all_sequences, chi_square, sequence_counts, sequence_probs
 from tests.decoding.helpers import FickleChooser, tiny_model
@@ -89,8 +90,8 @@ def test_cost_curve_is_measured_once_then_read_and_refreshed_on_request(tmp_path
     monkeypatch.setenv("MMSPEC_CACHE_DIR", str(tmp_path))
     model, labels = tiny_model(vocab_size=16, block_size=16), torch.tensor([0, 1])
     measured = []
-    measure = cost_model.measure
-    monkeypatch.setattr(cost_model, "measure", lambda *a, **k: measured.append(1) or measure(*a, **k))
+    measure = cost_curve.measure
+    monkeypatch.setattr(cost_curve, "measure", lambda *a, **k: measured.append(1) or measure(*a, **k))
     _, stats = generate(model, labels, "auto", SAMPLING, torch.Generator().manual_seed(0))
     [path] = list((tmp_path / "cost").glob("*.json"))
     saved = json.loads(path.read_text())
@@ -239,8 +240,8 @@ def test_after_ar_steps_the_prior_comes_back():
 def test_auto_offers_branch_presets_only_where_tree_attention_runs():
     """On CUDA auto may take branch presets, but not from a session without tree attention
     or under logits processors, which refuse branches; a fixed setting is never dropped."""
-    from mmspec.decoding.auto import BRANCH_PRESETS
-    from mmspec.decoding.jacobi import branch_options
+    from mmspec.decoding.auto.chooser import BRANCH_PRESETS
+    from mmspec.decoding.loop.jacobi import branch_options
 
     auto, cuda = DecodingConfig.from_name("auto"), torch.device("cuda")
     assert branch_options(auto, cuda) == (None,) + BRANCH_PRESETS

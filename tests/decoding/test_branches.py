@@ -2,10 +2,10 @@ import pytest
 import torch
 
 from mmspec.core.sampling import SamplingConfig
-from mmspec.decoding.branches import check_branches
+from mmspec.decoding.branches.setting import check_branches
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.generate import generate
-from mmspec.decoding.jacobi import decode_jacobi, extra_positions
+from mmspec.decoding.loop.jacobi import decode_jacobi, extra_positions
 from mmspec.metrics.losslessness import chi_square
 from tests.decoding.helpers import record_massless_drafts, tiny_model
 from tests.helpers import exact
@@ -124,7 +124,7 @@ def test_branch_errors_are_one_line():
 def test_neighbour_candidates_on_a_grid():
     """Above 1-3, the six diagonals, left 1-3; -1 off the grid."""
     from mmspec.core.layout import TokenLayout
-    from mmspec.decoding.branches import neighbour_sources
+    from mmspec.decoding.branches.candidates import neighbour_sources
 
     sources = neighbour_sources(TokenLayout.grid((4, 4), 8))
     assert sources[5].tolist() == [1, -1, -1, 0, 2, -1, -1, -1, 3, 4, -1, -1]
@@ -133,7 +133,7 @@ def test_neighbour_candidates_on_a_grid():
 
 
 def test_branch_carry_slides_with_the_window():
-    from mmspec.decoding.branches import BranchCarry
+    from mmspec.decoding.branches.tree import BranchCarry
 
     tokens = torch.arange(6).view(1, 1, 3, 2, 1)  # [B, R, D=3, C=2, K=1]
     carry = BranchCarry(tokens, tokens[..., None, :] + 10, tokens[..., None, :, None].float().expand(-1, -1, -1, -1, 1, 1, 4))
@@ -148,10 +148,10 @@ def test_every_branch_draft_is_verified_against_the_q_it_was_drawn_from(monkeypa
     last forward and verified against another q (the window's) would often have no mass
     there. Fixed seeds: every drafted branch slot's draft has mass under its q, over
     enough branch drafts that kept chains are among them."""
-    from mmspec.decoding import branches
+    from mmspec.decoding.branches import tree
 
     model = tiny_model(vocab_size=16, block_size=16)
-    checked = record_massless_drafts(monkeypatch, branches)
+    checked = record_massless_drafts(monkeypatch, tree)
     config = DecodingConfig(method="mc-sjd", window=6, branches=3, branch_slots=3, branch_length=2)
     decode_counting_relocations(model, torch.arange(3).repeat(8), config, sampling=SamplingConfig(guidance_scale=2.0, top_k=4))
     drafted, massless = map(sum, zip(*checked))

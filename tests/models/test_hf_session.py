@@ -9,7 +9,7 @@ import transformers as tf
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.generate import generate
-from mmspec.decoding.jacobi import decode_jacobi, extra_positions
+from mmspec.decoding.loop.jacobi import decode_jacobi, extra_positions
 from mmspec.core.layout import TokenLayout
 from mmspec.metrics.losslessness import all_sequences, chi_square, sequence_counts, sequence_probs
 from mmspec.models.emu3 import Emu3Condition, Emu3ImageGenerator

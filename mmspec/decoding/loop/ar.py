@@ -11,10 +11,10 @@ import torch
 from mmspec.core.contracts import TokenSession
 from mmspec.core.layout import TokenLayout
 from mmspec.core.sampling import SamplingConfig
-from mmspec.decoding.active_rows import ActiveRows
+from mmspec.decoding.loop.active_rows import ActiveRows
 from mmspec.decoding.stats import DecodeStats
 from mmspec.decoding.steps import draw_step, forward_steps, prefill_steps, prompt_steps
-from mmspec.decoding.stopping import Stopping
+from mmspec.decoding.loop.stopping import Stopping
 
 
 def decode_ar(

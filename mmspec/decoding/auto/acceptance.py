@@ -1,0 +1,133 @@
+"""What auto learns from the decode itself: the tokens a window commits per forward
+(`AcceptanceModel`; `RunAcceptance` for loops that redraft every window) and how often
+each candidate copy drafter would have proposed the committed token (`DrafterHits`)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from mmspec.decoding.drafts import Copy, FirstOf
+
+
+class AcceptanceModel:
+    """Tokens a window commits per forward: E[committed | window w] = 1 + a f(w), with
+    f(w) = log2(1 + w) / log2(17) the diminishing return of a longer window (Jacobi
+    drafts far from the committed front rarely survive), and the scale a (what window 16
+    adds) learned from every forward of the decode, whatever its window, as decaying sums
+    starting from a prior `scale` worth `weight` forwards of window 16.
+
+    One shared scale instead of a mean per window: a single image takes about a hundred
+    forwards, too few to try each window long enough, and a window's forwards are
+    measured as decoded with it (a longer window pays later too: its tail drafts get their
+    p, and are better when they reach the front). Branches add a mean gain of their own,
+    the tokens they committed beyond their window's run, from an optimistic prior."""
+
+    def __init__(self, scale: float = 1.5, weight: float = 2.0, decay: float = 0.98, branch_prior: float = 1.0):
+        self.scale, self.weight, self.decay, self.branch_prior = scale, weight, decay, branch_prior
+        self.gained, self.reach = 0.0, 0.0  # sum of (committed - 1), sum of f(w)
+        self.branch_sums: dict = {}
+
+    @staticmethod
+    def shape(window: int) -> float:
+        return math.log2(1 + window) / math.log2(17)
+
+    def observe(self, window: int, branches, committed: float, by_branches: float, forwards: float,
+                rejections: float = 0.0) -> None:
+        """`forwards` forwards at `window` committed `committed` tokens per window in all,
+        `by_branches` of them past the windows' own runs (`rejections`: see `RunAcceptance`)."""
+        d = self.decay ** forwards
+        self.gained = self.gained * d + committed - by_branches - forwards
+        self.reach = self.reach * d + self.shape(window) * forwards
+        if branches is not None:
+            total = self.branch_sums.setdefault(branches, [0.0, 0.0])
+            total[0], total[1] = total[0] * d + by_branches, total[1] * d + forwards
+
+    def forget(self, forwards: float) -> None:
+        """Forwards that measured nothing (AR steps): what was learnt fades towards the prior,
+        so that after a stretch of AR steps a window is tried again."""
+        self.observe(0, None, forwards, 0.0, forwards)  # one token a forward, f(0) = 0: decay alone
+
+    def expected(self, window: int, branches=None) -> float:
+        """E[tokens a window commits per forward] with this setting."""
+        scale = (self.gained + self.scale * self.weight) / (self.reach + self.weight)
+        gain = 0.0
+        if branches is not None:
+            total = self.branch_sums.get(branches, [0.0, 0.0])
+            gain = (total[0] + self.branch_prior) / (total[1] + 1.0)
+        return 1.0 + max(scale, 0.0) * self.shape(window) + gain
+
+
+class RunAcceptance:
+    """Tokens a redrafting window commits per forward. Redrafted drafts are fresh at every
+    forward (a phrase looked up again, not a Jacobi draft refined in place), so a window's
+    slot is accepted, given the slot before it was, with one rate alpha whatever its
+    distance from the front: E[committed | window w] = 1 + alpha + ... + alpha^w. alpha is
+    learnt as accepted drafts over drafts tried (accepted ones and the first rejected one
+    of each window), in decaying sums from an optimistic prior. Phrase runs are long where
+    they fit: log-shaped Jacobi acceptance would undervalue windows of 8 to 16 there."""
+
+    def __init__(self, alpha: float = 0.75, weight: float = 4.0, decay: float = 0.98):
+        self.alpha, self.weight, self.decay = alpha, weight, decay
+        self.accepted, self.tried = 0.0, 0.0
+
+    def observe(self, window: int, branches, committed: float, by_branches: float, forwards: float,
+                rejections: float = 0.0) -> None:
+        """`forwards` forwards committed `committed` tokens per window in all (each its
+        accepted drafts and one token drawn), `rejections` of their windows ending at a
+        rejected draft."""
+        d = self.decay ** forwards
+        accepted = committed - by_branches - forwards
+        self.accepted = self.accepted * d + accepted
+        self.tried = self.tried * d + accepted + rejections
+
+    def forget(self, forwards: float) -> None:
+        """AR steps: what was learnt fades towards the prior."""
+        d = self.decay ** forwards
+        self.accepted, self.tried = self.accepted * d, self.tried * d
+
+    def expected(self, window: int, branches=None) -> float:
+        alpha = (self.accepted + self.alpha * self.weight) / (self.tried + self.weight)
+        return sum(alpha ** j for j in range(window + 1))
+
+
+class DrafterHits:
+    """For each candidate copy drafter, decaying counts of committed positions whose token
+    equals the one it would copy (where its source was committed)."""
+
+    def __init__(self, drafters: tuple, layout, device, decay: float = 0.99):
+        self.drafters, self.decay = drafters, decay
+        sources = []
+        for drafter in drafters:
+            axis = first_copy_axis(drafter)
+            sources.append(None if axis is None else layout.neighbour(axis).to(device))
+        self.sources = sources
+        self.hits = [0.0] * len(drafters)
+        self.seen = [0.0] * len(drafters)
+
+    def observe(self, tokens: torch.Tensor, new: torch.Tensor, committed: torch.Tensor) -> None:
+        """`tokens [B, T, K]`, positions committed by this forward `new [B, T]`, all committed."""
+        for i, src in enumerate(self.sources):
+            if src is None:
+                continue
+            ok = new & (src >= 0) & committed.gather(1, src.clamp(min=0).expand_as(new))
+            same = (tokens == tokens[:, src.clamp(min=0)]).all(-1) & ok
+            seen, hit = torch.stack([ok.sum(), same.sum()]).tolist()
+            self.seen[i] = self.seen[i] * self.decay + seen
+            self.hits[i] = self.hits[i] * self.decay + hit
+
+    def best(self):
+        """The drafter with the highest hit rate (random, where no copy has hit)."""
+        rates = [h / s if s else 0.0 for h, s in zip(self.hits, self.seen)]
+        return self.drafters[max(range(len(rates)), key=lambda k: (rates[k], -k))]  # ties: the first, a copy
+
+
+def first_copy_axis(drafter) -> str | None:
+    if isinstance(drafter, Copy):
+        return drafter.axis
+    if isinstance(drafter, FirstOf) and isinstance(drafter.drafters[0], Copy):
+        return drafter.drafters[0].axis
+    return None
+
+

@@ -1,0 +1,528 @@
+"""Jacobi decoding: SJD, MC-SJD and their relaxed and scheduled variants in one loop.
+
+The schedule (`mmspec.decoding.schedules`) cuts the sequence into segments decoded side
+by side: one in raster order, the rows of the grid under ZipAR, the frames of a video.
+Each open segment keeps a window of L drafts after its first undecoded position n. One
+forward serves every window of every sequence in the batch:
+
+    inputs of a window = [step at n-1] + drafts at n .. n+L-1
+
+(no draft on the segment's last position is fed: its output would predict outside the
+segment). Input j predicts position n+j, so window slot j holds p for position n+j and the
+draft there. Verification (`mmspec.kernels.verify`) commits the accepted drafts and one
+drawn step per window; the window then slides by what it committed, and its later slots
+carry their next drafts (q = their p) into the next iteration.
+
+Cache rules: the step at n-1 and the accepted drafts were computed on committed context,
+so their cache slots are committed; everything else is discarded by not committing it.
+A segment whose predecessor is not decoded yet (a new ZipAR row) feeds a stand-in at
+position n-1: the forced token there if the layout has one (an end-of-line token: exact
+input, as ZipAR's Lumina port), else the previous segment's latest token (ZipAR's LlamaGen
+port); a stand-in is never committed. When a segment finishes, its last step is fed once
+more so that later segments can attend to it.
+
+Names: `b` indexes the batch, `r` the segments (one window each), `slot` a window's slots
+0..S-1 (S = L + 1); a *position* is an index into the generated sequence (the session maps
+positions to its cache slots). A step holds K tokens (one, or K codebooks).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+import torch
+import torch.nn.functional as F
+
+from mmspec.core.contracts import GuidedLogits, TokenSession
+from mmspec.core.layout import TokenLayout
+from mmspec.core.rules import bind_cached
+from mmspec.core.sampling import SamplingConfig, sample, transform, uniforms
+from mmspec.decoding.auto.choice_log import ChoiceLog
+from mmspec.decoding.auto.chooser import BRANCH_PRESETS, Choice, make_chooser
+from mmspec.decoding.auto.cost_curve import CostCurve
+from mmspec.decoding.auto.glue import GlueTimer
+from mmspec.decoding.branches.candidates import Windows
+from mmspec.decoding.branches.setting import branch_nodes, check_branches
+from mmspec.decoding.branches.tree import Branches, CacheMoves
+from mmspec.decoding.config import DecodingConfig
+from mmspec.decoding.drafts import Hints, first_drafts
+from mmspec.decoding.loop.active_rows import ActiveRows
+from mmspec.decoding.loop.stopping import Stopping
+from mmspec.decoding.loop.window_io import Inputs, Verified
+from mmspec.decoding.stats import DecodeStats
+from mmspec.decoding.steps import allowed_steps, draw_step, forward_steps, prefill_steps, prompt_steps, step_logits
+from mmspec.kernels.verify import verify
+
+
+def branch_options(config: DecodingConfig, device: torch.device | None = None, tree: bool = True) -> tuple:
+    """The branch settings a call may use: the fixed one, or under auto with `branches`
+    unset the presets on CUDA (on a CPU a branch forward costs several plain ones, and its
+    scratch positions make every forward's attention longer) where `tree` (the session
+    offers tree attention and no logits processors run), and none."""
+    if config.method != "auto":
+        return (config.branch_setting,)
+    if config.branches is None:
+        return (None,) + (BRANCH_PRESETS if tree and device is not None and device.type == "cuda" else ())
+    return (None, config.branch_setting) if config.branches else (None,)
+
+
+def extra_positions(layout: TokenLayout, config: DecodingConfig, device: torch.device | None = None) -> int:
+    """Scratch positions a batched forward may need past the end (padding inputs, branches)."""
+    R = len(config.scheduler.plan(layout))
+    nodes = [branch_nodes(b, config.draft_window, layout) for b in branch_options(config, device) if b is not None]
+    return R * (config.draft_window + 1 + max(nodes, default=0))
+
+
+class JacobiLoop:
+    """The state of one decoding call and its named steps; `run()` loops them."""
+
+    def __init__(self, session: TokenSession, layout: TokenLayout, sampling: SamplingConfig, config: DecodingConfig,
+                 generator: torch.Generator | None, stopping: Stopping, processors=(), cost: CostCurve | None = None):
+        self.session = ActiveRows(session)  # finished sequences leave the forwards
+        self.layout, self.sampling, self.config = layout, sampling, config
+        self.generator, self.stopping, self.processors = generator, stopping, tuple(processors)
+        self.rule = bind_cached(config.rule, layout.token_embeddings, layout.allowed)
+        self.drafter = config.drafter
+        self.step_groups = config.step_groups(layout.tokens_per_step)
+        self.device = device = session.prefill_logits().cond.device
+        branch_settings = branch_options(config, device, getattr(session, "supports_tree", False) and not processors)
+        self.branches = None  # the call's branches, when a setting may use them
+        if any(b is not None for b in branch_settings):
+            check_branches(session, layout, processors)
+            self.branches = Branches(layout, sampling, self.rule, config.coupled, self.step_groups, generator, device)
+        plan = config.scheduler.plan(layout)
+        self.starts, self.ends = plan.starts.to(device), plan.ends.to(device)
+        self.parent, self.need = plan.parent.to(device), plan.need.to(device)
+        B, T, K, V = session.batch_size, layout.length, layout.tokens_per_step, layout.vocab_size
+        R, L = len(plan), config.draft_window
+        self.B, self.T, self.K, self.V, self.R, self.L, self.S = B, T, K, V, R, L, L + 1
+        self.prompt = prompt_steps(session, K)
+
+        # per position, with one spare column past the end that writes to nothing in use go to
+        # (scatters instead of gathering the positions a mask selects)
+        self.tokens_at = torch.full((B, T + 1, K), -1, dtype=torch.long, device=device)
+        self.committed_at = torch.zeros(B, T + 1, dtype=torch.bool, device=device)
+        self.kv_done_at = torch.zeros(B, T + 1, dtype=torch.bool, device=device)  # the cache slot is committed
+        self.iteration_at = torch.zeros(B, T + 1, dtype=torch.long, device=device)
+        self.tokens, self.committed = self.tokens_at[:, :T], self.committed_at[:, :T]
+        self.kv_done, self.commit_iteration = self.kv_done_at[:, :T], self.iteration_at[:, :T]
+        self.drafts = torch.full((B, R, L, K), -1, dtype=torch.long, device=device)
+        # q of the drafts: first drafts are one-hot and carried as their ids alone; the
+        # next drafts of a verified window carry its p
+        self.q_carried = torch.zeros(B, R, L, dtype=torch.bool, device=device)  # slot has a dense q
+        self.q_dense = torch.zeros(B, R, 0, K, V, device=device)  # the carried p of the first slots (zeros: none)
+        self.n = self.starts.expand(B, R).clone()  # first undecoded position of each window
+        self.opened = (self.parent < 0).expand(B, R).clone()
+        self.hints = None  # redraft: the last forward's predictions and the drafts it was fed
+        self.b = torch.arange(B, device=device)[:, None]
+        self.slot = torch.arange(self.S, device=device)
+        self.slot_L = self.slot[:L]
+        self.window_slots = {}  # window length -> bool [L]: the slots it feeds
+        self.last_pos = (self.ends - 1)[None, :, None]  # a segment's last position: no draft there is fed
+        self.candidate_ids = torch.arange(R * self.S, device=device)[None]
+        self.candidate_segments = torch.arange(R, device=device).repeat_interleave(self.S)[None].expand(B, -1)
+        self.forced = None if layout.forced is None else layout.forced.to(device)
+        self.forwards = 0
+        # this forward's setting: fixed by the config, or picked by auto's chooser
+        self.choice = Choice(L, config.branch_setting, self.drafter)
+        self.chooser, self.choices = None, None
+        if config.method == "auto":
+            self.cost = cost or CostCurve.flat(B)
+            self.chooser = make_chooser(config, layout, self.cost, branch_settings, min(L, T - 1), device, self.prompt is not None)
+            self.choices = ChoiceLog()
+            self.glue = GlueTimer(self.cost, device)
+            # window 0 as a plain AR step: one segment (raster order), nothing history-dependent
+            self.chooser.ar_steps = R == 1 and not self.processors
+        # auto: since the last choice, the tokens committed per window summed over forwards
+        # (on the device, read at the next choice) and the positions committed
+        self.observed = torch.zeros(3, device=device)
+        self.forwards_at_choice = 0
+        self.committed_at_choice = self.committed.clone()
+
+    # -- steps -------------------------------------------------------------------------
+
+    def prefill(self) -> None:
+        """The prefill predicts position 0, drawn as AR does."""
+        first = draw_step(prefill_steps(self.session, self.K), 0, self.layout, self.sampling, self.generator,
+                          self.tokens, self.committed, self.processors, self.prompt)
+        self.commit_run(torch.zeros_like(self.b), first[:, None], torch.ones_like(self.b, dtype=torch.bool))
+        self.n[:, 0] = 1
+        self.forwards = self.forwards_at_choice = 1  # the prefill fed no window: auto learns nothing from it
+
+    def open_windows(self) -> torch.Tensor:
+        """Opens the segments whose parent has progressed enough; gives first drafts to
+        the slots of live windows that have none. Returns `live [B, R]`."""
+        if self.R > 1:
+            progress = (self.n - self.starts).gather(1, self.parent.clamp(min=0).expand(self.B, -1))
+            self.opened |= progress >= self.need
+        live = self.live()
+        slot_pos = self.n[..., None] + self.slot_L  # [B, R, L]
+        in_seg = slot_pos < self.ends[None, :, None]
+        undrafted = (self.drafts < 0).any(-1)
+        # only the slots this forward feeds: a slot past a shorter window is drafted when it
+        # enters one, from the context then (a copy from above has its source by then)
+        need = live[..., None] & in_seg & undrafted & self.fed_slots()
+        if bool(need.any()):
+            history = self.tokens.clone()
+            placed = live[..., None] & in_seg & ~undrafted
+            history[self.b[..., None].expand_as(slot_pos)[placed], slot_pos[placed]] = self.drafts[placed]
+            where = torch.where(need, slot_pos, -1).view(self.B, -1)
+            timed = self.chooser is not None and self.config.redraft  # drafting that grows with the window
+            if timed:
+                self.glue.begin_draft()
+            new = first_drafts(self.drafter, history, where, self.layout, self.prompt, self.generator, self.hints)
+            if timed:
+                self.glue.end_draft(int(need.any(0).sum()))
+            new = new.view(self.B, self.R, self.L, self.K)
+            self.drafts = torch.where(need[..., None], new, self.drafts)
+            self.q_carried &= ~need
+        return live
+
+    def live(self) -> torch.Tensor:
+        """Bool `[B, R]`: the windows with positions left to decode."""
+        live = self.n < self.ends
+        if len(self.stopping.stop_tokens):
+            live = live & ~self.stopping.finished[:, None]
+        return live if self.R == 1 else live & self.opened  # one segment is open from the start
+
+    def fed_slots(self) -> torch.Tensor:
+        """Bool `[L]`: the window slots the chosen window feeds."""
+        w = self.choice.window
+        if w not in self.window_slots:
+            self.window_slots[w] = self.slot_L < w
+        return self.window_slots[w]
+
+    def pack_inputs(self, live: torch.Tensor) -> Inputs:
+        """Per window its predecessor at n-1, then the drafts that predict inside the
+        segment; valid inputs first, padded to the longest sequence of the batch."""
+        B, R, S, T, n = self.B, self.R, self.S, self.T, self.n
+        slot_pos = n[..., None] + self.slot_L
+        fed = live[..., None] & (slot_pos < self.last_pos) & self.fed_slots()  # [B, R, L]
+        drafted = (self.drafts >= 0).all(-1)
+        fed &= drafted.long().cumprod(-1).bool()  # up to the first slot without a draft
+        if R == 1:  # raster order: everything before n is committed, and the valid inputs are a prefix
+            cand_valid = torch.cat([live[..., None], fed], -1).view(B, S)
+            M = int(cand_valid.sum(1).max())
+            valid, pad = cand_valid[:, :M], self.candidate_ids[:, :M]
+            pred_tok = self.tokens[self.b, n - 1]
+            tokens = torch.cat([pred_tok[:, :, None], self.drafts.clamp(min=0)], 2).view(B, S, self.K)[:, :M]
+            return Inputs(
+                tokens=torch.where(valid[..., None], tokens, 0),
+                positions=torch.where(valid, n - 1 + pad, T + pad),
+                segments=None,  # one segment: padding inputs at scratch slots are seen by no valid input
+                valid=valid,
+                take=pad.expand(B, M),
+                num_slots=torch.where(live, 1 + fed.sum(-1), 0),
+                slot_input=torch.where(cand_valid, self.slot, 0),
+                on_committed_context=cand_valid,
+            )
+        pred_pos = (n - 1).clamp(min=0)
+        has_pred, pred_known, pred_tok = self.segment_predecessors(live, pred_pos)
+        cand_valid = torch.cat([has_pred[..., None], fed], -1).view(B, -1)  # [B, R*S]
+        cand_tok = torch.cat([pred_tok[:, :, None], self.drafts.clamp(min=0)], 2).view(B, R * S, self.K)
+        cand_pos = torch.cat([pred_pos[..., None], slot_pos], -1).view(B, -1)
+        cand_true = torch.cat([pred_known[..., None], fed], -1).view(B, -1)
+        M = int(cand_valid.sum(1).max())
+        pad = self.candidate_ids[:, :M]
+        take = torch.argsort((~cand_valid).int(), dim=1, stable=True)[:, :M]  # valid candidates first
+        pick = lambda x: x.gather(1, take if x.dim() == 2 else take[..., None].expand(B, M, self.K))
+        valid = pick(cand_valid)
+        return Inputs(
+            tokens=torch.where(valid[..., None], pick(cand_tok), 0),
+            positions=torch.where(valid, pick(cand_pos), T + pad),
+            segments=torch.where(valid, pick(self.candidate_segments), R + pad),
+            valid=valid,
+            take=take,
+            num_slots=torch.where(live, 1 + fed.sum(-1), 0),
+            slot_input=torch.where(cand_valid, cand_valid.long().cumsum(1) - 1, 0),
+            on_committed_context=cand_true,
+        )
+
+    def segment_predecessors(self, live: torch.Tensor, pred_pos: torch.Tensor) -> tuple:
+        """Several segments: which windows feed an input at n-1 (live ones, and finished
+        ones whose last step later segments still need), whether it is committed, and its
+        token (a stand-in where it is not)."""
+        B, R, T, n = self.B, self.R, self.T, self.n
+        pending = (n == self.ends) & (self.ends < T) & ~self.kv_done.gather(1, (self.ends - 1).expand(B, R))
+        pending &= ~self.stopping.finished[:, None]
+        # a new segment whose predecessor is that last step feeds it itself
+        pending[:, :-1] &= ~(live[:, 1:] & (n[:, 1:] == self.starts[1:]))
+        has_pred = live | pending
+        pred_known = self.committed.gather(1, pred_pos)
+        stand_in = torch.zeros(B, R, self.K, dtype=torch.long, device=self.device)
+        stand_in[:, 1:] = self.tokens[self.b, (n[:, :-1] - 1).clamp(min=0)].clamp(min=0)
+        if self.forced is not None:
+            forced = self.forced[pred_pos].view(B, R, -1)
+            stand_in = torch.where(forced >= 0, forced, stand_in)
+        pred_tok = torch.where(pred_known[..., None], self.tokens[self.b, pred_pos], stand_in)
+        return has_pred, has_pred & pred_known, pred_tok
+
+    def window_history(self, b: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        """Long `[N, S, T]` for the windows `(b, r)`: what window slot j has seen (committed
+        tokens before the window, then the window's drafts before slot j), for
+        history-dependent processors."""
+        pos = torch.arange(self.T, device=self.device)
+        n = self.n[b, r][:, None, None]  # [N, 1, 1]
+        offset = pos - n  # index into the window's drafts
+        known = torch.where(self.committed[b], self.tokens[b, :, 0], -1)[:, None]  # [N, 1, T]
+        drafts = self.drafts[b, r, :, 0].gather(1, offset[:, 0].clamp(0, self.L - 1))[:, None]  # [N, 1, T]
+        before_slot = (offset >= 0) & (offset < self.slot[:, None])  # [N, S, T]
+        return torch.where(before_slot, drafts, torch.where(offset < 0, known, -1))
+
+    def forward_and_verify(self, inputs: Inputs, live: torch.Tensor) -> tuple["Verified", torch.Tensor | None]:
+        """One forward, then verification of the live windows: window slot j gets p for
+        position n+j from candidate j. With branches, also which branch nodes hold
+        committed context."""
+        B, R, S, K, V, T, L = self.B, self.R, self.S, self.K, self.V, self.T, self.L
+        if self.chooser is not None:
+            self.glue.begin_forward()
+        logits = forward_steps(self.session, inputs.tokens, inputs.positions, inputs.segments, inputs.tree)
+        if self.chooser is not None:
+            self.glue.end_forward(inputs.tokens.shape[1] * self.session.held / self.B)
+        self.forwards += 1
+        M = inputs.take.shape[1]  # the window inputs; branch nodes follow them
+        main = logits if inputs.tree is None else GuidedLogits(*(None if x is None else x[:, :M] for x in (logits.cond, logits.uncond)))
+        # uniforms for every window, live or not: a call's draws never depend on which are done
+        accept_u, sample_u = uniforms((2, B * R, S, K), self.generator, self.device)
+        window = live.view(-1).nonzero()[:, 0]  # the live windows, b * R + r
+        b, r = window // R, window % R
+        every = len(window) == B * R  # then per-window tensors are views, not gathers
+        at = (lambda x: x.view(B * R, *x.shape[2:])) if every else (lambda x: x[b, r])
+        # the slots that can have a p: those of the chosen window and the one after it (a
+        # branch's run may reach past them); the later ones pass through unverified
+        Sv = S if inputs.tree is not None else min(S, self.choice.window + 1)
+        if R == 1 and every and inputs.tree is None:  # slot j is input j (none past the M inputs has a p)
+            Sv = min(Sv, M)
+            slot_logits = lambda x: x[:, :Sv]
+        else:
+            by_slot = at(inputs.slot_input.view(B, R, S))[:, :Sv]  # [N, Sv]: input feeding each slot
+            slot_logits = lambda x: x[b[:, None], by_slot]
+        Lv = min(L, Sv)  # of them, the slots that hold a draft
+        win_pos = (at(self.n)[:, None] + self.slot[:Sv]).clamp(max=T - 1)  # [N, Sv]
+        picked = GuidedLogits(slot_logits(main.cond), None if main.uncond is None else slot_logits(main.uncond))
+        # processors score each window slot with its own history
+        history = self.window_history(b, r)[:, :Sv] if self.processors else None
+        target = step_logits(picked, win_pos, self.sampling, self.processors, self.prompt, history)
+        drafts = at(self.drafts)[:, :Lv]
+        if R > 1:  # a segment's last drafts predict outside it
+            drafts = torch.where((win_pos[:, :Lv] < self.ends[r][:, None])[..., None], drafts, -1)
+        q = F.one_hot(drafts.clamp(min=0), V).float()  # first drafts: one-hot
+        k = min(Lv, self.q_dense.shape[2])  # no later slot is carried
+        if k:  # carried drafts: the p of their slot in the last verification
+            q[:, :k] = torch.where(at(self.q_carried)[:, :k, None, None], at(self.q_dense)[:, :k], q[:, :k])
+        if Sv > L:  # the slot after the last draft has a p and no draft
+            drafts = torch.cat([drafts, drafts.new_full((len(window), 1, K), -1)], 1)
+            q = torch.cat([q, q.new_zeros(len(window), 1, K, V)], 1)
+        num_slots = at(inputs.num_slots)
+        out = verify(
+            None, q, drafts, num_slots, at(accept_u.view(B, R, S, K))[:, :Sv], at(sample_u.view(B, R, S, K))[:, :Sv],
+            target_logits=target, sampling=self.sampling, allowed=allowed_steps(self.layout, win_pos),
+            rule=self.rule, coupling=self.config.coupled,
+            step_groups=self.step_groups, generator=self.generator, check=False,
+        )
+        keep, main = None, out
+        if inputs.tree is not None:
+            out, keep = self.branches.merge(logits, out, b, r, drafts)
+        if self.chooser is not None:
+            rejected = main.accepted < num_slots - 1  # a fed draft was rejected
+            self.observed += torch.stack([out.committed.sum(), (out.committed - main.committed).sum(), rejected.sum()]) / max(len(b), 1)
+        return Verified.scatter(out, b, r, self.drafts, S), keep
+
+    def commit_run(self, pos: torch.Tensor, steps: torch.Tensor, mask: torch.Tensor) -> None:
+        """Commits `steps [B, ..., K]` at positions `pos [B, ...]` of each sequence where `mask`."""
+        at = torch.where(mask, pos, self.T).view(self.B, -1)
+        self.tokens_at.scatter_(1, at[..., None].expand(-1, -1, self.K), steps.reshape(self.B, -1, self.K))
+        self.committed_at.scatter_(1, at, True)
+        self.iteration_at.scatter_(1, at, max(self.forwards - 1, 0))
+        self.stopping.update(self.tokens, self.committed)
+
+    def mark_kv_done(self, positions: torch.Tensor, mask: torch.Tensor) -> None:
+        """Notes that the cache slots of `positions [B, n]` hold committed context where `mask`."""
+        self.kv_done_at.scatter_(1, torch.where(mask, positions, self.T), True)
+
+    def commit_and_slide(self, inputs: Inputs, verified: "Verified", branch_keep: torch.Tensor | None = None) -> None:
+        """Commits each window's run, keeps the cache entries computed on committed
+        context, and slides the windows, carrying the later slots' next drafts."""
+        B, S, K, V, L = self.B, self.S, self.K, self.V, self.L
+        num_slots = inputs.num_slots
+        committed = self.stopping.cut(verified.committed, verified.tokens)
+        self.commit_run(self.n[..., None] + self.slot, verified.tokens, self.slot < committed[..., None])
+        M = inputs.take.shape[1]
+        draft_ok = (self.slot < verified.accepted[..., None] + 1).view(B, -1)  # the input at n-1, then accepted drafts
+        if self.R == 1:  # the inputs are the candidates, valid ones first
+            keep = draft_ok[:, :M] & inputs.valid
+        else:
+            keep = (inputs.on_committed_context & draft_ok).gather(1, inputs.take) & inputs.valid
+        positions = inputs.positions[:, :M]
+        self.session.commit(positions, keep)
+        self.mark_kv_done(positions, keep)
+        if branch_keep is not None:  # a branch sees its window's input at n-1: committed unless a stand-in
+            pred_true = inputs.on_committed_context.view(B, self.R, S)[..., 0]
+            moves = self.branches.commit(branch_keep & pred_true[..., None, None, None], self.n, committed)
+            if moves is not None:
+                self.keep_moved(moves)
+        self.n = self.n + committed
+        src = self.slot_L + committed[..., None]  # new slot i takes old slot i + c
+        self.q_carried = src < num_slots[..., None]
+        kept = -1
+        if self.choice.window < L:
+            # drafts a shorter window left unfed stay as they are: given the past they are point
+            # masses, so their q is one-hot (and drafting them again would cost a drafter pass)
+            old = self.drafts.gather(2, src.clamp(max=L - 1)[..., None].expand(-1, -1, -1, K))
+            unfed = (src < L) & (src >= self.choice.window) & ~self.q_carried & (old >= 0).all(-1)
+            kept = torch.where(unfed[..., None], old, -1)
+        src = src.clamp(max=S - 1)
+        carried = torch.where(self.q_carried[..., None], verified.tokens.gather(2, src[..., None].expand(-1, -1, -1, K)), kept)
+        if self.config.redraft:  # every slot is drafted afresh at the next forward, the carried tokens as hints
+            fed = self.drafts.gather(2, src.clamp(max=L - 1)[..., None].expand(-1, -1, -1, K))
+            fed = torch.where((src < L)[..., None], fed, -1)
+            self.hints = Hints(carried.view(B, -1, K), fed.view(B, -1, K), (self.slot_L == 0).repeat(self.R))
+            carried = torch.full_like(carried, -1)
+            self.q_carried.zero_()
+        self.drafts = carried
+        b, r = verified.b, verified.r
+        every = len(b) == B * self.R
+        # the p of the new slots that can carry one: those before the last verified slot
+        Sv = verified.target_probs.shape[1]
+        verified_src = (src.view(B * self.R, L) if every else src[b, r])[:, :min(L, Sv)].clamp(max=Sv - 1)
+        dense = verified.target_probs.gather(1, verified_src[..., None, None].expand(-1, -1, K, V))
+        if every:
+            self.q_dense = dense.view(B, self.R, *dense.shape[1:])
+        else:
+            self.q_dense = dense.new_zeros(B, self.R, *dense.shape[1:])
+            self.q_dense[b, r] = dense
+
+    def keep_moved(self, moves: CacheMoves) -> None:
+        """Moves cache entries the branches computed on committed context to the positions
+        they stand for, and commits them there."""
+        self.session.relocate(moves.sources, moves.positions, moves.mask)
+        self.session.commit(moves.positions, moves.mask)
+        self.mark_kv_done(moves.positions, moves.mask)
+
+    def windows(self) -> Windows:
+        """The windows as branches see them, with the dense q of every draft (its carried
+        p, or one-hot)."""
+        q = F.one_hot(self.drafts.clamp(min=0), self.V).float()
+        k = self.q_dense.shape[2]  # no later slot is carried
+        q[:, :, :k] = torch.where(self.q_carried[:, :, :k, None, None], self.q_dense, q[:, :, :k])
+        return Windows(self.n, self.drafts, q, self.q_carried, self.tokens, self.committed)
+
+    def run(self, on_step: Callable[[int, int], None] | None = None,
+            on_commit: Callable[[torch.Tensor], None] | None = None) -> tuple[torch.Tensor, DecodeStats]:
+        start = time.perf_counter()
+        self.prefill()
+        done = self.B  # steps done, over the batch
+        while True:
+            if on_step:
+                on_step(done // self.B, self.T)
+            if on_commit:
+                on_commit(self.tokens[..., 0] if self.K == 1 else self.tokens)
+            if done == self.B * self.T:
+                break
+            if self.chooser is not None:
+                self.glue.begin_iteration()
+                if (self.forwards - 1) % self.chooser.every == 0:
+                    self.choose()
+            if self.chooser is not None and self.choice.window == 0 and self.chooser.ar_steps:
+                self.ar_step()
+                self.glue.end_iteration("ar_glue_s")
+            else:
+                live = self.open_windows()
+                inputs = self.pack_inputs(live)
+                if self.choice.branches is not None:
+                    inputs = self.branches.extend(self.windows(), live, inputs, self.choice.branches)
+                self.commit_and_slide(inputs, *self.forward_and_verify(inputs, live))
+                if self.chooser is not None:
+                    self.glue.end_iteration("glue_s")
+            done = self.drop_finished()
+        tokens = self.stopping.padded(self.tokens)
+        stats = DecodeStats(
+            method=self.config.name,
+            exact=self.config.exact,
+            forward_passes=self.forwards,
+            tokens_committed=int(self.stopping.lengths.sum()) * self.K,
+            wall_time_s=time.perf_counter() - start,
+            commit_iteration=self.stopping.padded_iterations(self.commit_iteration),
+            lengths=self.stopping.lengths.clone(),
+            choices=None if self.choices is None else self.choices.to_dict(),
+            cost_curve=None if self.chooser is None else self.cost.relative(),
+        )
+        return (tokens[..., 0] if self.K == 1 else tokens), stats
+
+    def drop_finished(self) -> int:
+        """Steps done over the batch; drops the sequences that just finished from the forwards."""
+        done = self.stopping.done(self.committed)
+        finished = done.all(1)
+        steps, count = torch.stack([done.sum(), finished.sum()]).tolist()
+        if count > self.session.dropped:
+            self.session.drop(finished, count)
+        return steps
+
+    def ar_step(self) -> None:
+        """auto's window 0 in one segment: AR's step, feeding each sequence's last committed
+        step and drawing the next from its p. The windows' drafts are dropped (the next
+        Jacobi forward drafts afresh)."""
+        n = self.n[:, 0]  # [B]
+        live = (n < self.T) & ~self.stopping.finished
+        pos = (n - 1).clamp(max=self.T - 1)[:, None]  # [B, 1]
+        if self.chooser is not None:
+            self.glue.begin_forward()
+        logits = forward_steps(self.session, self.tokens[self.b, pos], pos)
+        if self.chooser is not None:
+            self.glue.end_forward(self.session.held / self.B)
+        self.forwards += 1
+        fresh = live[:, None] & ~self.kv_done.gather(1, pos)
+        self.session.commit(pos, fresh)
+        self.mark_kv_done(pos, fresh)
+        at = n.clamp(max=self.T - 1)[:, None]
+        probs = transform(step_logits(logits, at, self.sampling), self.sampling, allowed_steps(self.layout, at))
+        self.commit_run(at, sample(probs, self.generator), live[:, None])
+        self.n[:, 0] = n + live.long()
+        self.drafts.fill_(-1)
+        self.q_carried.zero_()
+        self.hints = None  # a redrafting loop's hints are the last Jacobi forward's, for slots that moved since
+        if self.branches is not None:
+            self.branches.reset()
+
+    def choose(self) -> None:
+        """auto: the window, branches and first drafts of the next forwards, from the past alone."""
+        committed, by_branches, rejections = self.observed.tolist()
+        scale, excess_s = self.glue.fit()
+        self.chooser.observe(self.choice, committed, by_branches, self.forwards - self.forwards_at_choice,
+                             self.glue.estimate("glue_s"), self.glue.estimate("ar_glue_s"), scale=scale, excess_s=excess_s,
+                             draft_s=self.glue.estimate("draft_s"), rejections=rejections)
+        self.observed.zero_()
+        self.forwards_at_choice = self.forwards
+        self.chooser.observe_commits(self.tokens, self.committed & ~self.committed_at_choice, self.committed)
+        self.committed_at_choice = self.committed.clone()
+        live = self.live()
+        # the curve is the cost at all B rows; with fewer rows held, a forward costs about
+        # what the same inputs in all spread over B rows do
+        held = self.session.held
+        choice = self.chooser.choose(max(1, -(-int(live.sum()) // held)) * held / self.B)
+        if choice.branches != self.choice.branches:  # kept branch drafts belong to the old setting
+            self.branches.reset()
+        self.choice = choice
+        self.drafter = choice.drafter or self.config.drafter or self.drafter
+        self.choices.add(choice)
+
+
+def decode_jacobi(
+    session: TokenSession,
+    layout: TokenLayout,
+    sampling: SamplingConfig,
+    config: DecodingConfig,
+    generator: torch.Generator | None = None,
+    on_step: Callable[[int, int], None] | None = None,
+    stopping: Stopping | None = None,
+    processors=(),
+    on_commit: Callable[[torch.Tensor], None] | None = None,
+    cost: CostCurve | None = None,
+) -> tuple[torch.Tensor, DecodeStats]:
+    """Decodes `layout.length` steps per sequence with `config`; see the module docstring.
+
+    The session must have been started with `extra_positions(layout, config, device)`.
+    `cost`: auto's cost curve of the model's forward (flat when not given).
+    """
+    stopping = stopping or Stopping.none(session.batch_size, layout.length, session.prefill_logits().cond.device)
+    return JacobiLoop(session, layout, sampling, config, generator, stopping, processors, cost).run(on_step, on_commit)
