@@ -9,7 +9,7 @@ LlamaGen-B / L / XL class-to-image configs (V = 16384, 16x16 tokens) with random
 1. forward: ms per forward of n inputs per sequence (a window of n - 1 drafts and its
    predecessor), 128 positions committed before them, at each batch size.
 2. loop: one MC-SJD decode (window 16, top-k 2000, CFG 4) of `--loop-tokens` positions
-   per batch, each named step of the loop timed: the model forward, and what surrounds it
+   per batch, each named phase of the loop timed: the model forward, and what surrounds it
    (first drafts, packing, the verification transform and kernel, commits), as ms per
    iteration and as a share of the forward. Random weights accept few drafts, so
    iterations hold about one window per sequence: the loop's cost per iteration is what a
@@ -98,7 +98,7 @@ def forward_ms(model: LlamaGenGPT, batch: int, n: int, device: str, repeats: int
 
 @torch.no_grad()
 def loop_profile(model: LlamaGenGPT, batch: int, window: int, positions: int, device: str) -> dict:
-    """ms per iteration of each step of one MC-SJD decode of `positions` positions."""
+    """ms per iteration of each phase of one MC-SJD decode of `positions` positions."""
     config = DecodingConfig(method="mc-sjd", window=window)
     layout = model.layout().truncate(positions)
     labels = torch.arange(batch, device=device) % 1000
@@ -114,24 +114,24 @@ def loop_profile(model: LlamaGenGPT, batch: int, window: int, positions: int, de
     generator = torch.Generator(device=device).manual_seed(0)
     loop = JacobiLoop(session, layout, SAMPLING, config, generator, Stopping.none(batch, layout.length, device))
     loop.prefill()
-    steps = {"open_windows (first drafts)": 0.0, "pack_inputs": 0.0, "forward_and_verify": 0.0, "commit_and_slide": 0.0}
+    phases = {"open_windows (first drafts)": 0.0, "pack_inputs": 0.0, "forward_and_verify": 0.0, "commit_and_slide": 0.0}
     iterations = 0
     while not bool(loop.stopping.done(loop.committed).all()):
         live, seconds = timed(loop.open_windows, device)
-        steps["open_windows (first drafts)"] += seconds
+        phases["open_windows (first drafts)"] += seconds
         inputs, seconds = timed(lambda: loop.pack_inputs(live), device)
-        steps["pack_inputs"] += seconds
+        phases["pack_inputs"] += seconds
         verified, seconds = timed(lambda: loop.forward_and_verify(inputs, live), device)
-        steps["forward_and_verify"] += seconds
+        phases["forward_and_verify"] += seconds
         _, seconds = timed(lambda: loop.commit_and_slide(inputs, *verified), device)
-        steps["commit_and_slide"] += seconds
+        phases["commit_and_slide"] += seconds
         iterations += 1
-    steps["verify (transform + kernel + slot gathers)"] = steps.pop("forward_and_verify") - spent["forward"]
-    outside = sum(steps.values())
+    phases["verify (transform + kernel + slot gathers)"] = phases.pop("forward_and_verify") - spent["forward"]
+    outside = sum(phases.values())
     row = dict(batch=batch, window=window, positions=positions, iterations=iterations,
                forward_ms=1000 * spent["forward"] / iterations, outside_ms=1000 * outside / iterations,
                outside_share=outside / spent["forward"])
-    row.update({f"{name} ms": 1000 * s / iterations for name, s in steps.items()})
+    row.update({f"{name} ms": 1000 * s / iterations for name, s in phases.items()})
     return row
 
 

@@ -106,7 +106,7 @@ def median_ms(fn, repeats: int = 10) -> float:
 
 
 def decisions(out) -> tuple:
-    return out.accepted.cpu(), out.committed.cpu(), out.tokens.cpu()
+    return out.accepted.cpu(), out.run_length.cpu(), out.tokens.cpu()
 
 
 def run_case(case: Case, generator: torch.Generator, device: str = "cuda") -> dict:

@@ -130,7 +130,7 @@ def generate(
     session = model.start(condition, guided=sampling.guided, extra_positions=extra)
     cost = None
     if config.method == "auto":  # before any draw: the curve is measured on slots nothing has committed
-        tree = any(b is not None for b in branch_options(config, device))
+        tree = any(setting is not None for setting in branch_options(config, device))
         cost = session_curve(session, model, layout.tokens_per_step, layout.length, layout.length + extra, mode=config.cost, tree=tree)
     stopping = Stopping.at(stop_tokens, pad_token_id, session.batch_size, layout.length, session.prefill_logits().cond.device)
     return decode_jacobi(session, layout, sampling, config, generator, on_step, stopping, processors, on_commit, cost)

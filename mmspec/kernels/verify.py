@@ -104,7 +104,7 @@ def verify(
         out = verify(one(target_probs), one(draft_probs), one(draft_tokens), num_slots, one(accept_uniforms),
                      one(sample_uniforms), target_logits=one(target_logits), sampling=sampling, allowed=one(allowed),
                      rule=rule, coupling=coupling, check=check)
-        return VerifyOutput(out.accepted, out.committed, out.tokens[..., None], out.target_probs[:, :, None])
+        return VerifyOutput(out.accepted, out.run_length, out.tokens[..., None], out.target_probs[:, :, None])
     if target is not None and target.dim() == 4:  # K tokens per slot: the PyTorch path
         return verify_steps(target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms,
                             target_logits=target_logits, sampling=sampling, allowed=allowed, rule=rule, coupling=coupling,

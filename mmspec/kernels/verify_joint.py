@@ -102,7 +102,7 @@ def verify_joint(
         ratio = torch.where(q_d > 0, step_prob(p[:, :, g], d[:, :, g]) / q_d.clamp(min=1e-300), 0.0)
         passed.append(has_draft & (accept_uniforms[:, :, g[0]] < ratio.clamp(max=1.0)))
     accepted = torch.stack(passed, -1).all(-1).long().cumprod(-1).sum(-1)
-    committed = accepted + (accepted < num_slots).long()
+    run_length = accepted + (accepted < num_slots).long()
 
     # from slot `accepted` on, every group of a slot with a p gets tokens: in the rejected
     # slot, the groups that passed keep their drafts and the others are drawn from their
@@ -126,4 +126,4 @@ def verify_joint(
     before = (slot[None, :] < accepted[:, None])[..., None]
     tokens = torch.where(before, d, steps)
     tokens = torch.where(has_p[..., None], tokens, draft_tokens)
-    return VerifyOutput(accepted=accepted, committed=committed, tokens=tokens, target_probs=p)
+    return VerifyOutput(accepted=accepted, run_length=run_length, tokens=tokens, target_probs=p)

@@ -64,7 +64,7 @@ def verify_reference(
     # 1. the committed run: leading slots whose K drafts are all accepted, then one drawn slot
     accept = has_draft & (accept_uniforms < rule.accept_prob(p, q, d).double())  # [N, S, K]
     accepted = accept.all(-1).long().cumprod(-1).sum(-1)  # [N]
-    committed = accepted + (accepted < num_slots).long()
+    run_length = accepted + (accepted < num_slots).long()
 
     residual = (p - q).clamp(min=0)
     # p == q up to rounding leaves no residual mass; rejection then had probability ~0
@@ -79,7 +79,7 @@ def verify_reference(
     tokens = torch.where(has_p[..., None], tokens, draft_tokens)
     if one_token:
         tokens, p = tokens[..., 0], p[:, :, 0]
-    return VerifyOutput(accepted=accepted, committed=committed, tokens=tokens, target_probs=p)
+    return VerifyOutput(accepted=accepted, run_length=run_length, tokens=tokens, target_probs=p)
 
 
 def run_and_next_drafts(p, q, d, accept, accepted, drawn, sample_uniforms, accept_uniforms, has_draft, rule, coupling):

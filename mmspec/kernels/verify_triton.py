@@ -369,7 +369,7 @@ def _commit_kernel(
     draft_ptr,  # [N, S] int64
     num_slots_ptr,  # [N] int64
     accepted_ptr,  # [N] int64 out
-    committed_ptr,  # [N] int64 out
+    run_length_ptr,  # [N] int64 out
     tokens_ptr,  # [N, S] int64 out
     S,
     BLOCK_S: tl.constexpr,
@@ -387,7 +387,7 @@ def _commit_kernel(
     tokens = tl.where(s < accepted, draft, tl.where(s == accepted, drawn, later))
     tl.store(tokens_ptr + row, tl.where(has_p, tokens, draft), mask=s < S)
     tl.store(accepted_ptr + n, accepted)
-    tl.store(committed_ptr + n, accepted + (accepted < n_slots).to(tl.int64))
+    tl.store(run_length_ptr + n, accepted + (accepted < n_slots).to(tl.int64))
 
 
 def check_contiguous(**tensors: torch.Tensor | None) -> None:
@@ -456,11 +456,11 @@ def verify_triton(
         **rule_arguments(rule, V, device, draft_tokens),
     )
     accepted = torch.empty(N, dtype=torch.long, device=device)
-    committed = torch.empty(N, dtype=torch.long, device=device)
+    run_length = torch.empty(N, dtype=torch.long, device=device)
     tokens = torch.empty(N, S, dtype=torch.long, device=device)
-    _commit_kernel[(N,)](accept, drawn, later, draft_tokens, num_slots, accepted, committed, tokens, S,
+    _commit_kernel[(N,)](accept, drawn, later, draft_tokens, num_slots, accepted, run_length, tokens, S,
                          BLOCK_S=triton.next_power_of_2(S))
-    return VerifyOutput(accepted=accepted, committed=committed, tokens=tokens, target_probs=p)
+    return VerifyOutput(accepted=accepted, run_length=run_length, tokens=tokens, target_probs=p)
 
 
 verify_triton.__doc__ = VERIFY_DOC

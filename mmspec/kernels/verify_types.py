@@ -14,8 +14,9 @@ from mmspec.core.rules import GSDRule, LanternRule, PCGRule
 class VerifyOutput:
     """Attributes:
     accepted (`torch.Tensor`): long `[N]`, leading drafts accepted.
-    committed (`torch.Tensor`): long `[N]`, slots committed: the accepted drafts plus the
-        drawn token after them when that slot has a p.
+    run_length (`torch.Tensor`): long `[N]`, slots committed (the window's run): the
+        accepted drafts plus the drawn token after them when that slot has a p. Also
+        readable as `committed`, its earlier name.
     tokens (`torch.Tensor`): long `[N, S]`: accepted drafts, the drawn token at slot
         `accepted`, the next drafts after it (their q is the slot's p); past `num_slots`
         the input drafts are passed through.
@@ -25,9 +26,14 @@ class VerifyOutput:
     """
 
     accepted: torch.Tensor
-    committed: torch.Tensor
+    run_length: torch.Tensor
     tokens: torch.Tensor
     target_probs: torch.Tensor
+
+    @property
+    def committed(self) -> torch.Tensor:
+        """`run_length` under its earlier name."""
+        return self.run_length
 
 
 VERIFY_DOC = """Verifies N windows of drafts against their target distributions.
@@ -78,7 +84,7 @@ VERIFY_DOC = """Verifies N windows of drafts against their target distributions.
         generator (`torch.Generator`, *optional*): draws of the residuals of groups.
 
     Returns:
-        `VerifyOutput`: accepted and committed counts `[N]`, the tokens `[N, S]` and the p used.
+        `VerifyOutput`: accepted and run-length counts `[N]`, the tokens `[N, S]` and the p used.
 
     Example:
         >>> import torch
@@ -87,7 +93,7 @@ VERIFY_DOC = """Verifies N windows of drafts against their target distributions.
         >>> p = torch.tensor([[[0.5, 0.5], [0.9, 0.1]]])
         >>> u = torch.zeros(1, 2, dtype=torch.float64)
         >>> out = verify(p, p.clone(), torch.tensor([[1, -1]]), torch.tensor([2]), u, u)
-        >>> out.accepted.tolist(), out.committed.tolist(), out.tokens.tolist()
+        >>> out.accepted.tolist(), out.run_length.tolist(), out.tokens.tolist()
         ([1], [2], [[1, 0]])
         >>> logits = torch.tensor([[[2.0, 1.0, 0.0]]])
         >>> verify(None, None, torch.tensor([[2]]), torch.tensor([1]), u[:, :1], u[:, :1],

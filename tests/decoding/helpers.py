@@ -48,8 +48,8 @@ class FickleChooser:
         branches = c.branch_settings[(k + int(self.last * 7)) % len(c.branch_settings)]
         return Choice(c.windows[k % len(c.windows)], branches, c.drafters[(k + 1) // 2 % len(c.drafters)])
 
-    def observe(self, choice, committed, by_branches, forwards, glue_s, ar_glue_s=0.0, scale=1.0, excess_s=0.0, draft_s=0.0, rejections=0.0):
-        self.last = committed
+    def observe(self, choice, run_tokens, by_branches, forwards, glue_s, ar_glue_s=0.0, scale=1.0, excess_s=0.0, draft_s=0.0, rejections=0.0):
+        self.last = run_tokens
 
     def observe_commits(self, tokens, new, committed):
         pass

@@ -163,8 +163,8 @@ def test_chooser_follows_what_the_decode_commits():
     middling = CostCurve([1, 5, 9, 17, 33], [1.0, 1.1, 1.25, 1.5, 2.0], rows=2)
     good, bad = chooser(middling), chooser(middling)
     for _ in range(20):
-        good.observe(Choice(16), committed=4 * 6.0, by_branches=0.0, forwards=4, glue_s=0.0)
-        bad.observe(Choice(16), committed=4 * 1.1, by_branches=0.0, forwards=4, glue_s=0.0)
+        good.observe(Choice(16), run_tokens=4 * 6.0, by_branches=0.0, forwards=4, glue_s=0.0)
+        bad.observe(Choice(16), run_tokens=4 * 1.1, by_branches=0.0, forwards=4, glue_s=0.0)
     assert good.choose(1).window >= 16 > bad.choose(1).window
 
 
@@ -172,22 +172,22 @@ def test_acceptance_model_starts_at_its_prior_and_learns_one_scale():
     model = AcceptanceModel(scale=1.5)
     assert model.expected(16) == pytest.approx(2.5) and model.expected(0) == 1.0
     for _ in range(50):
-        model.observe(4, None, committed=3.0, by_branches=0.0, forwards=1)
+        model.observe(4, None, run_tokens=3.0, by_branches=0.0, forwards=1)
     learned = 1 + 2.0 / model.shape(4)  # window 4 adds 2 tokens: window 16 adds 2 / f(4)
     assert abs(model.expected(16) - learned) < (learned - 2.5) / 4  # mostly the decode's, a little the prior's
 
 
 def test_run_acceptance_learns_one_rate_per_slot():
-    """A redrafting window: E[committed | w] = 1 + alpha + ... + alpha^w, alpha from the
+    """A redrafting window: E[run length | w] = 1 + alpha + ... + alpha^w, alpha from the
     prior, then from accepted drafts over drafts tried (a window accepted to its end tried
     no rejected one)."""
     model = RunAcceptance(alpha=0.75, weight=4.0)
     assert model.expected(0) == 1.0 and model.expected(2) == pytest.approx(1 + 0.75 + 0.75 ** 2)
     for _ in range(50):  # windows of 8 that accept 3 drafts, then reject one
-        model.observe(8, None, committed=4.0, by_branches=0.0, forwards=1, rejections=1.0)
+        model.observe(8, None, run_tokens=4.0, by_branches=0.0, forwards=1, rejections=1.0)
     assert model.expected(16) == pytest.approx(1 / (1 - 0.75), rel=0.02)  # 3 of 4 tried: alpha 0.75
     for _ in range(200):  # phrases copied to the window's end
-        model.observe(8, None, committed=9.0, by_branches=0.0, forwards=1, rejections=0.0)
+        model.observe(8, None, run_tokens=9.0, by_branches=0.0, forwards=1, rejections=0.0)
     assert model.expected(16) > 12
 
 
@@ -199,7 +199,7 @@ def test_redrafting_chooser_counts_the_drafting_of_the_whole_window():
                           redraft=True)
     c = CostChooser(context, model.layout(), torch.device("cpu"))
     assert isinstance(c.acceptance, RunAcceptance) and c.choose(1).window == 32
-    c.observe(Choice(32), committed=4 * 4.0, by_branches=0.0, forwards=4, glue_s=0.0, draft_s=0.1, rejections=4.0)
+    c.observe(Choice(32), run_tokens=4 * 4.0, by_branches=0.0, forwards=4, glue_s=0.0, draft_s=0.1, rejections=4.0)
     assert 0 < c.choose(1).window <= 4
 
 
@@ -230,10 +230,10 @@ def test_after_ar_steps_the_prior_comes_back():
     c.ar_steps = True
     assert c.choose(1).window > 0  # the prior's scale: windows pay
     for _ in range(5):  # windows that commit nothing past their first token
-        c.observe(Choice(16), committed=4 * 1.0, by_branches=0.0, forwards=4, glue_s=0.0)
+        c.observe(Choice(16), run_tokens=4 * 1.0, by_branches=0.0, forwards=4, glue_s=0.0)
     assert c.choose(1).window == 0
     for _ in range(30):
-        c.observe(Choice(0), committed=0.0, by_branches=0.0, forwards=4, glue_s=0.0)
+        c.observe(Choice(0), run_tokens=0.0, by_branches=0.0, forwards=4, glue_s=0.0)
     assert c.choose(1).window > 0
 
 
@@ -256,8 +256,8 @@ class RecordingChooser(FickleChooser):
 
     seen: list = []
 
-    def observe(self, choice, committed, by_branches, forwards, glue_s, ar_glue_s=0.0, scale=1.0, excess_s=0.0, draft_s=0.0, rejections=0.0):
-        RecordingChooser.seen.append((choice.window, committed, forwards))
+    def observe(self, choice, run_tokens, by_branches, forwards, glue_s, ar_glue_s=0.0, scale=1.0, excess_s=0.0, draft_s=0.0, rejections=0.0):
+        RecordingChooser.seen.append((choice.window, run_tokens, forwards))
 
 
 def test_the_prefill_is_not_observed_as_a_window_forward():

@@ -51,7 +51,7 @@ def test_rejected_codebooks_are_redrawn_and_accepted_ones_kept():
     drafts = torch.tensor([[[1, 1]]])  # codebook 0 accepted (p = 1), codebook 1 rejected (p = 0)
     u = torch.full((1, 1, 2), 0.5, dtype=torch.float64)
     out = verify(p, None, drafts, torch.tensor([1]), u, u)
-    assert out.accepted.tolist() == [0] and out.committed.tolist() == [1]
+    assert out.accepted.tolist() == [0] and out.run_length.tolist() == [1]
     assert out.tokens.tolist() == [[[1, 0]]]
 
 

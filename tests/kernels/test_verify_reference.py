@@ -13,8 +13,15 @@ def test_run_stops_at_first_rejection_and_draws_from_the_residual():
     q = torch.nn.functional.one_hot(torch.tensor([[1, 2, 0]]), 3).float()
     out = verify(p, q, torch.tensor([[1, 2, 0]]), torch.tensor([3]), torch.zeros(1, 3, **F64), torch.full((1, 3), 0.9, **F64))
     # slot 0: p(1)=1, accepted; slot 1: p(2)=0, rejected -> residual p minus token 2 = [.5, .5, 0]
-    assert out.accepted.tolist() == [1] and out.committed.tolist() == [2]
+    assert out.accepted.tolist() == [1] and out.run_length.tolist() == [2]
     assert out.tokens[0, :2].tolist() == [1, 1]
+
+
+def test_run_length_is_also_readable_as_committed():
+    """`VerifyOutput.committed`, the field's earlier name, reads the run lengths."""
+    p = torch.tensor([[[0.0, 1.0], [1.0, 0.0]]])
+    out = verify(p, None, torch.tensor([[1, 1]]), torch.tensor([2]), torch.zeros(1, 2, **F64), torch.zeros(1, 2, **F64))
+    assert out.committed is out.run_length and out.run_length.tolist() == [2]
 
 
 def test_slot_without_draft_is_drawn_from_p_and_window_end_commits_nothing_more():
@@ -22,10 +29,10 @@ def test_slot_without_draft_is_drawn_from_p_and_window_end_commits_nothing_more(
     q = p.clone()
     drafts = torch.tensor([[0, -1], [0, 1]])
     out = verify(p, q, drafts, torch.tensor([2, 2]), torch.zeros(2, 2, **F64), torch.zeros(2, 2, **F64))
-    assert out.committed.tolist() == [2, 2]
+    assert out.run_length.tolist() == [2, 2]
     assert out.tokens.tolist() == [[0, 1], [0, 1]]
     none = verify(p, q, torch.tensor([[0, 1], [0, 1]]), torch.tensor([2, 0]), torch.zeros(2, 2, **F64), torch.zeros(2, 2, **F64))
-    assert none.committed.tolist() == [2, 0] and none.tokens[1].tolist() == [0, 1]
+    assert none.run_length.tolist() == [2, 0] and none.tokens[1].tolist() == [0, 1]
 
 
 @pytest.mark.statistical
@@ -43,7 +50,7 @@ def test_next_drafts_have_marginal_p_and_coupling_keeps_drafts(coupling):
     drafts = torch.stack([torch.zeros(N, dtype=torch.long), d1], 1)
     out = verify(p, q, drafts, torch.full((N,), 2), torch.rand(N, 2, generator=g, **F64), torch.rand(N, 2, generator=g, **F64),
                  rule=ExactRule(), coupling=coupling)
-    assert (out.accepted == 0).all() and (out.committed == 1).all()
+    assert (out.accepted == 0).all() and (out.run_length == 1).all()
     nxt = out.tokens[:, 1]
     assert chi_square(torch.bincount(nxt, minlength=V), p1).p_value > 1e-3
     kept = (nxt == d1).double().mean().item()

@@ -1,6 +1,6 @@
 """What auto learns from the decode itself: the tokens a window commits per forward
 (`AcceptanceModel`; `RunAcceptance` for loops that redraft every window) and how often
-each candidate copy drafter would have proposed the committed token (`DrafterHits`)."""
+each copy drafter auto may choose would have proposed the committed token (`DrafterHits`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from mmspec.decoding.drafts import Copy, FirstOf
 
 
 class AcceptanceModel:
-    """Tokens a window commits per forward: E[committed | window w] = 1 + a f(w), with
+    """Tokens a window commits per forward (its run length): E[run length | window w] = 1 + a f(w), with
     f(w) = log2(1 + w) / log2(17) the diminishing return of a longer window (Jacobi
     drafts far from the committed front rarely survive), and the scale a (what window 16
     adds) learned from every forward of the decode, whatever its window, as decaying sums
@@ -26,19 +26,19 @@ class AcceptanceModel:
 
     def __init__(self, scale: float = 1.5, weight: float = 2.0, decay: float = 0.98, branch_prior: float = 1.0):
         self.scale, self.weight, self.decay, self.branch_prior = scale, weight, decay, branch_prior
-        self.gained, self.reach = 0.0, 0.0  # sum of (committed - 1), sum of f(w)
+        self.gained, self.reach = 0.0, 0.0  # sum of (run length - 1), sum of f(w)
         self.branch_sums: dict = {}
 
     @staticmethod
     def shape(window: int) -> float:
         return math.log2(1 + window) / math.log2(17)
 
-    def observe(self, window: int, branches, committed: float, by_branches: float, forwards: float,
+    def observe(self, window: int, branches, run_tokens: float, by_branches: float, forwards: float,
                 rejections: float = 0.0) -> None:
-        """`forwards` forwards at `window` committed `committed` tokens per window in all,
+        """`forwards` forwards at `window` committed `run_tokens` tokens per window in all,
         `by_branches` of them past the windows' own runs (`rejections`: see `RunAcceptance`)."""
         d = self.decay ** forwards
-        self.gained = self.gained * d + committed - by_branches - forwards
+        self.gained = self.gained * d + run_tokens - by_branches - forwards
         self.reach = self.reach * d + self.shape(window) * forwards
         if branches is not None:
             total = self.branch_sums.setdefault(branches, [0.0, 0.0])
@@ -63,7 +63,7 @@ class RunAcceptance:
     """Tokens a redrafting window commits per forward. Redrafted drafts are fresh at every
     forward (a phrase looked up again, not a Jacobi draft refined in place), so a window's
     slot is accepted, given the slot before it was, with one rate alpha whatever its
-    distance from the front: E[committed | window w] = 1 + alpha + ... + alpha^w. alpha is
+    distance from the front: E[run length | window w] = 1 + alpha + ... + alpha^w. alpha is
     learnt as accepted drafts over drafts tried (accepted ones and the first rejected one
     of each window), in decaying sums from an optimistic prior. Phrase runs are long where
     they fit: log-shaped Jacobi acceptance would undervalue windows of 8 to 16 there."""
@@ -72,13 +72,13 @@ class RunAcceptance:
         self.alpha, self.weight, self.decay = alpha, weight, decay
         self.accepted, self.tried = 0.0, 0.0
 
-    def observe(self, window: int, branches, committed: float, by_branches: float, forwards: float,
+    def observe(self, window: int, branches, run_tokens: float, by_branches: float, forwards: float,
                 rejections: float = 0.0) -> None:
-        """`forwards` forwards committed `committed` tokens per window in all (each its
+        """`forwards` forwards committed `run_tokens` tokens per window in all (each its
         accepted drafts and one token drawn), `rejections` of their windows ending at a
         rejected draft."""
         d = self.decay ** forwards
-        accepted = committed - by_branches - forwards
+        accepted = run_tokens - by_branches - forwards
         self.accepted = self.accepted * d + accepted
         self.tried = self.tried * d + accepted + rejections
 
@@ -93,7 +93,7 @@ class RunAcceptance:
 
 
 class DrafterHits:
-    """For each candidate copy drafter, decaying counts of committed positions whose token
+    """For each copy drafter auto may choose, decaying counts of committed positions whose token
     equals the one it would copy (where its source was committed)."""
 
     def __init__(self, drafters: tuple, layout, device, decay: float = 0.99):
@@ -120,7 +120,7 @@ class DrafterHits:
     def best(self):
         """The drafter with the highest hit rate (random, where no copy has hit)."""
         rates = [h / s if s else 0.0 for h, s in zip(self.hits, self.seen)]
-        return self.drafters[max(range(len(rates)), key=lambda k: (rates[k], -k))]  # ties: the first, a copy
+        return self.drafters[max(range(len(rates)), key=lambda i: (rates[i], -i))]  # ties: the first, a copy
 
 
 def first_copy_axis(drafter) -> str | None:

@@ -42,7 +42,7 @@ def describe_choices(choices: dict) -> str:
     def shares(counts: dict, top: int) -> str:
         total = sum(counts.values()) or 1
         ranked = sorted(counts.items(), key=lambda kv: -kv[1])[:top]
-        return ", ".join(f"{k} ({100 * v / total:.0f}%)" for k, v in ranked)
+        return ", ".join(f"{name} ({100 * count / total:.0f}%)" for name, count in ranked)
 
     return (f"window {shares(choices['windows'], 4)}; branches {shares(choices['branches'], 3)}; "
             f"first drafts {shares(choices['drafters'], 2)}")

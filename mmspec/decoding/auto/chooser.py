@@ -4,20 +4,20 @@ Wall-time speed-up <= tokens per forward x cost(1 input) / cost(inputs per forwa
 first factor belongs to the decode (how well drafts fit), the second to the hardware. auto
 keeps an estimate of each and, before every forward, picks
 
-    argmax over (w, b) of  (E[committed | window w] + gain(b)) / (cost(rows, 1 + w + nodes(b)) + glue)
+    argmax over (w, setting) of  (E[run length | window w] + gain(setting)) / (cost(rows, 1 + w + nodes(setting)) + glue)
 
 over windows w (w = 0 is an AR step: one input, one token, at AR's own loop time), branch
-settings b (none, or a few sizes where the session has tree attention), and the first-draft
+settings (none, or a few sizes where the session has tree attention), and the first-draft
 drafter (copies along the layout's axes, or random). `cost` is the device's measured curve
 (`mmspec.decoding.auto.cost_curve`), plus the seconds this call's forwards take beyond it;
 `glue` the loop's own seconds per iteration, measured on this call. E and gain come from the decode itself:
 
-* `AcceptanceModel`: E[committed | w] = 1 + a f(w), f a log-shaped return of a longer
+* `AcceptanceModel`: E[run length | w] = 1 + a f(w), f a log-shaped return of a longer
   window, with one scale a learnt from every forward of the decode (decaying sums from an
   optimistic prior, so that an untried longer window gets tried once it could pay);
   `RunAcceptance` for loops that redraft every window (prompt-lookup): one per-slot rate;
 * branch gains: the tokens a branch setting added beyond the window's own run;
-* drafter hits: how often each candidate drafter would have proposed the token that was
+* drafter hits: how often each drafter it may choose would have proposed the token that was
   committed (for a one-hot draft, the chance that it is accepted when fresh).
 
 Exactness: every choice is a function of what was decoded before the forward (committed
@@ -69,7 +69,7 @@ class AutoContext:
     redraft: bool = False  # every forward drafts its windows afresh
 
 
-def candidate_drafters(layout, has_prompt: bool) -> tuple:
+def drafter_options(layout, has_prompt: bool) -> tuple:
     """Text (one token a step and prompt tokens): n-gram lookup in the prompt and the
     history (prompt-lookup decoding's strength, which hit counts of copies cannot rank);
     else copies along each of the layout's axes that carry content, then random."""
@@ -106,21 +106,21 @@ class CostChooser:
         """`windows_per_row`: live windows per row of the curve's batch (below 1 when
         finished sequences have left the forwards)."""
         best, best_rate = None, -1.0
-        for b in self.context.branch_settings:
-            nodes = 0 if b is None else self.context.nodes[b]
+        for setting in self.context.branch_settings:
+            nodes = 0 if setting is None else self.context.nodes[setting]
             for w in self.context.windows:
-                if b is not None and w < b.slots:
+                if setting is not None and w < setting.slots:
                     continue  # branches grow from fed window slots
                 inputs = windows_per_row * (1 + w + nodes)
-                if w == 0 and b is None and self.ar_steps:  # one token, at AR's own cost
+                if w == 0 and setting is None and self.ar_steps:  # one token, at AR's own cost
                     rate = 1.0 / max(self.forward_s(windows_per_row) + self.ar_glue_s, 1e-12) / AR_STEP_MARGIN
                 else:
                     # a redrafting loop drafts the whole window every forward (draft_s is 0 otherwise:
                     # drafting the few slots a slide empties counts in glue_s)
                     glue = self.glue_s + self.draft_s * windows_per_row * w
-                    rate = self.acceptance.expected(w, b) / max(self.forward_s(inputs) + glue, 1e-12)
+                    rate = self.acceptance.expected(w, setting) / max(self.forward_s(inputs) + glue, 1e-12)
                 if rate > best_rate:
-                    best, best_rate = Choice(w, b, self.drafter), rate
+                    best, best_rate = Choice(w, setting, self.drafter), rate
         return best
 
     def forward_s(self, inputs: float) -> float:
@@ -128,11 +128,11 @@ class CostChooser:
         call's forwards are faster, plus what they took beyond it where slower."""
         return self.context.cost(inputs) * self.scale + self.excess_s
 
-    def observe(self, choice: Choice, committed: float, by_branches: float, forwards: float, glue_s: float,
+    def observe(self, choice: Choice, run_tokens: float, by_branches: float, forwards: float, glue_s: float,
                 ar_glue_s: float = 0.0, scale: float = 1.0, excess_s: float = 0.0, draft_s: float = 0.0,
                 rejections: float = 0.0) -> None:
-        """The forwards since the last choice: tokens committed per window in all (by
-        branches past the windows' runs; nothing after AR steps), windows that ended at a
+        """The forwards since the last choice: the tokens of their windows' runs per window, in
+        all (`by_branches` of them past the windows' own runs; nothing after AR steps), windows that ended at a
         rejected draft (per window, in all), the loop's own time per Jacobi forward and per
         AR step (a redrafting loop's drafting apart), that drafting's seconds per slot, and
         how the forwards' seconds relate to the curve's (`GlueTimer.fit`)."""
@@ -141,7 +141,7 @@ class CostChooser:
         if choice.window == 0 and self.ar_steps:
             self.acceptance.forget(forwards)  # AR steps show nothing of the drafts: the prior comes back
         elif forwards:
-            self.acceptance.observe(choice.window, choice.branches, committed, by_branches, forwards, rejections)
+            self.acceptance.observe(choice.window, choice.branches, run_tokens, by_branches, forwards, rejections)
 
     def observe_commits(self, tokens: torch.Tensor, new: torch.Tensor, committed: torch.Tensor) -> None:
         """Every few forwards: the positions committed since, for the drafters' hit rates."""
@@ -152,9 +152,9 @@ class CostChooser:
 
 def make_chooser(config, layout, cost: CostCurve, branch_settings: tuple, max_window: int, device, has_prompt: bool = False):
     """auto's chooser for one call: the config's fixed parts, the rest open, the layout's
-    candidate drafters, and `config.chooser` in place of `CostChooser` when given."""
+    drafter options, and `config.chooser` in place of `CostChooser` when given."""
     windows = (0, config.window) if config.window is not None else tuple(w for w in WINDOWS if w <= max_window)
-    drafters = (config.drafter,) if config.init is not None else candidate_drafters(layout, has_prompt)
-    nodes = {b: branch_nodes(b, max(windows), layout) for b in branch_settings if b is not None}
+    drafters = (config.drafter,) if config.init is not None else drafter_options(layout, has_prompt)
+    nodes = {setting: branch_nodes(setting, max(windows), layout) for setting in branch_settings if setting is not None}
     context = AutoContext(windows, branch_settings, drafters, cost, layout, nodes, config.redraft)
     return (config.chooser or CostChooser)(context, layout, device)

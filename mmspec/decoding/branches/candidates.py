@@ -24,10 +24,10 @@ def neighbour_sources(layout) -> torch.Tensor:
     for a in range(A):
         for back in (1, 2, 3):
             offsets.append(torch.zeros(A, dtype=torch.long).index_fill(0, torch.tensor(a), -back))
-        for b in range(a + 1, A):
+        for a2 in range(a + 1, A):  # a second axis
             for back, side in ((1, -1), (1, 1), (2, -1), (2, 1), (1, -2), (1, 2)):
                 o = torch.zeros(A, dtype=torch.long)
-                o[a], o[b] = -back, side
+                o[a], o[a2] = -back, side
                 offsets.append(o)
     strides = torch.cat([shape[1:].flip(0).cumprod(0).flip(0), torch.ones(1, dtype=torch.long)])
     lookup = torch.full((int(shape.prod()),), -1, dtype=torch.long)
@@ -71,7 +71,7 @@ def branch_candidates(windows: Windows, setting: BranchSetting, sources: torch.T
     near = torch.where((in_window >= 0)[..., None], from_draft, near).masked_fill((src < 0)[..., None], -1)
     q = windows.q[:, :, :D] * windows.carried[..., :D, None, None]  # one-hot first drafts offer none of their own
     mass, likely = q.scatter(-1, draft.clamp(min=0)[..., None], 0.0).topk(min(m, V), dim=-1)  # [B, R, D, K, m]
-    # codebook k's alternatives [B, R, D, K, m, K]: the draft step with token k replaced
+    # codebook g's alternatives [B, R, D, K, m, K]: the draft step with its token g replaced
     own = torch.eye(K, dtype=torch.bool, device=device)[:, None, :]  # [K (swapped), 1, K]
     swapped = torch.where(own, likely[..., None], draft[..., None, None, :])
     swapped = swapped.masked_fill((mass == 0)[..., None], -1).flatten(3, 4)

@@ -33,9 +33,10 @@ chooses, by x and the candidates alone, whose next drafts the window carries, an
 those was drawn (kept or redrawn, as MC-SJD's next drafts) with its branch's uniforms
 from the p recorded as its q, so it is a draft like any other.
 
-Names: a window's branch nodes are indexed (j, k, i): the slot j they branch at, the
-candidate k, and i = 0 for the candidate itself, 1.. for the drafts that follow it. Every
-node is a whole step: K tokens, the last dimension of every token tensor here.
+Names: a window's branch nodes are indexed (j, cand, i): the slot j they branch at, the
+candidate cand, and i = 0 for the candidate itself, 1.. for the drafts that follow it. Every
+node is a whole step: K tokens, the last dimension of every token tensor here. A run length
+is the slots one verification commits (`VerifyOutput.run_length`).
 """
 
 from __future__ import annotations
@@ -72,10 +73,10 @@ class BranchCarry:
     chain: torch.Tensor
     chain_q: torch.Tensor
 
-    def slide(self, committed: torch.Tensor) -> "BranchCarry":
-        """Slot j of each window `[B, R]` takes slot j + committed."""
+    def slide(self, run_length: torch.Tensor) -> "BranchCarry":
+        """Slot j of each window `[B, R]` takes slot j + its run length."""
         D = self.tokens.shape[2]
-        src = torch.arange(D, device=committed.device) + committed[..., None]  # [B, R, D]
+        src = torch.arange(D, device=run_length.device) + run_length[..., None]  # [B, R, D]
         gone = src >= D
         src = src.clamp(max=D - 1)
         take = lambda x: x.gather(2, src.view(*src.shape, *([1] * (x.dim() - 3))).expand(-1, -1, -1, *x.shape[3:]))
@@ -120,7 +121,7 @@ class Branches:
         cand, cand_ok = branch_candidates(windows, setting, self.sources, self.layout)
         j = torch.arange(D, device=device)
         i = torch.arange(c + 1, device=device)
-        # main candidate index r*S + t of every slot; input j + 1 feeds the draft of slot j
+        # window input index r*S + t of every slot; window input j + 1 feeds the draft of slot j
         main_fed = torch.zeros(B, R * S, dtype=torch.bool, device=device)
         main_fed.scatter_(1, inputs.take, inputs.valid)
         main_fed = main_fed.view(B, R, S)[..., 1:]  # [B, R, L]: slot's draft is fed
@@ -228,36 +229,36 @@ class Branches:
         a = out.accepted
         at_a = a.clamp(max=S - 1)[:, None, None].expand(-1, 1, K)
         x, draft = out.tokens.gather(1, at_a)[:, 0], drafts.gather(1, at_a)[:, 0]  # [N, K]: at slot a
-        rejected = (out.committed == a + 1) & (a < D) & (draft >= 0).all(-1)
+        rejected = (out.run_length == a + 1) & (a < D) & (draft >= 0).all(-1)
         at = a.clamp(max=D - 1)
         agree = (nodes.tokens[b, r, at, :, 0] == x[:, None]).sum(-1)  # [N, C] codebooks equal to x
         agree = torch.where(nodes.valid[b, r, at, :, 0] & rejected[:, None], agree, -1)
-        best, best_k = agree.max(-1)
+        best, best_cand = agree.max(-1)
         hit_mask = best == K
         use = (best > (draft == x).sum(-1)).nonzero()[:, 0]  # hits and near misses
         if len(use) == 0:
             return out, keep
-        hb, hr, ha, hk = b[use], r[use], a[use], best_k[use]
-        row = ((hb * R + hr) * D + ha) * C + hk
+        hb, hr, ha, hcand = b[use], r[use], a[use], best_cand[use]
+        row = ((hb * R + hr) * D + ha) * C + hcand
         slot = torch.arange(c + 1, device=self.device)
         follow = (ha[:, None] + 1 + slot).clamp(max=S - 1)  # the window slots the branch predicts
         write = slot[None, :] < num_slots[row][:, None]  # [H, c+1]
-        tokens, probs, committed = out.tokens.clone(), out.target_probs.clone(), out.committed.clone()
+        tokens, probs, run_length = out.tokens.clone(), out.target_probs.clone(), out.run_length.clone()
         at_rows = use[:, None].expand_as(follow)[write]
         tokens[at_rows, follow[write]] = res.tokens[row][write]
         probs[at_rows, follow[write]] = res.target_probs[row][write]
         h = hit_mask[use]
-        committed[use[h]] = ha[h] + 1 + res.committed[row[h]]
-        keep[hb[h], hr[h], ha[h], hk[h]] = nodes.valid[hb[h], hr[h], ha[h], hk[h]] & (slot[None, :] <= res.accepted[row[h]][:, None])
-        return replace(out, tokens=tokens, target_probs=probs, committed=committed), keep
+        run_length[use[h]] = ha[h] + 1 + res.run_length[row[h]]
+        keep[hb[h], hr[h], ha[h], hcand[h]] = nodes.valid[hb[h], hr[h], ha[h], hcand[h]] & (slot[None, :] <= res.accepted[row[h]][:, None])
+        return replace(out, tokens=tokens, target_probs=probs, run_length=run_length), keep
 
-    def commit(self, keep: torch.Tensor, n: torch.Tensor, committed: torch.Tensor) -> CacheMoves | None:
+    def commit(self, keep: torch.Tensor, n: torch.Tensor, run_length: torch.Tensor) -> CacheMoves | None:
         """The kept nodes' cache entries (written at scratch position T + input index) that
-        stand for positions now committed (before `n + committed` of their window); slides
-        what the branches carry by `committed`."""
+        stand for positions now committed (before `n + run_length` of their window); slides
+        what the branches carry by `run_length`."""
         nodes, T = self.nodes, self.layout.length
-        self.carry = self.carry.slide(committed)
-        keep = keep & (nodes.acts_as < (n + committed)[..., None, None, None])
+        self.carry = self.carry.slide(run_length)
+        keep = keep & (nodes.acts_as < (n + run_length)[..., None, None, None])
         if not bool(keep.any()):
             return None
         B = keep.shape[0]

@@ -23,7 +23,10 @@ more so that later segments can attend to it.
 
 Names: `b` indexes the batch, `r` the segments (one window each), `slot` a window's slots
 0..S-1 (S = L + 1); a *position* is an index into the generated sequence (the session maps
-positions to its cache slots). A step holds K tokens (one, or K codebooks).
+positions to its cache slots). A step is what a position holds: K tokens (one, or K
+codebooks). A *window input* is one of a window's inputs before packing, indexed
+r * S + t (t = 0 the step at n-1, t = j + 1 the draft of slot j); `committed` is the bool
+mask of final positions, and a window's *run length* the slots one verification commits.
 """
 
 from __future__ import annotations
@@ -69,12 +72,12 @@ def branch_options(config: DecodingConfig, device: torch.device | None = None, t
 def extra_positions(layout: TokenLayout, config: DecodingConfig, device: torch.device | None = None) -> int:
     """Scratch positions a batched forward may need past the end (padding inputs, branches)."""
     R = len(config.scheduler.plan(layout))
-    nodes = [branch_nodes(b, config.draft_window, layout) for b in branch_options(config, device) if b is not None]
+    nodes = [branch_nodes(setting, config.draft_window, layout) for setting in branch_options(config, device) if setting is not None]
     return R * (config.draft_window + 1 + max(nodes, default=0))
 
 
 class JacobiLoop:
-    """The state of one decoding call and its named steps; `run()` loops them."""
+    """The state of one decoding call and its named phases; `run()` loops them."""
 
     def __init__(self, session: TokenSession, layout: TokenLayout, sampling: SamplingConfig, config: DecodingConfig,
                  generator: torch.Generator | None, stopping: Stopping, processors=(), cost: CostCurve | None = None):
@@ -87,7 +90,7 @@ class JacobiLoop:
         self.device = device = session.prefill_logits().cond.device
         branch_settings = branch_options(config, device, getattr(session, "supports_tree", False) and not processors)
         self.branches = None  # the call's branches, when a setting may use them
-        if any(b is not None for b in branch_settings):
+        if any(setting is not None for setting in branch_settings):
             check_branches(session, layout, processors)
             self.branches = Branches(layout, sampling, self.rule, config.coupled, self.step_groups, generator, device)
         plan = config.scheduler.plan(layout)
@@ -119,8 +122,8 @@ class JacobiLoop:
         self.slot_L = self.slot[:L]
         self.window_slots = {}  # window length -> bool [L]: the slots it feeds
         self.last_pos = (self.ends - 1)[None, :, None]  # a segment's last position: no draft there is fed
-        self.candidate_ids = torch.arange(R * self.S, device=device)[None]
-        self.candidate_segments = torch.arange(R, device=device).repeat_interleave(self.S)[None].expand(B, -1)
+        self.window_input_ids = torch.arange(R * self.S, device=device)[None]
+        self.window_input_segments = torch.arange(R, device=device).repeat_interleave(self.S)[None].expand(B, -1)
         self.forced = None if layout.forced is None else layout.forced.to(device)
         self.forwards = 0
         # this forward's setting: fixed by the config, or picked by auto's chooser
@@ -133,13 +136,14 @@ class JacobiLoop:
             self.glue = GlueTimer(self.cost, device)
             # window 0 as a plain AR step: one segment (raster order), nothing history-dependent
             self.chooser.ar_steps = R == 1 and not self.processors
-        # auto: since the last choice, the tokens committed per window summed over forwards
-        # (on the device, read at the next choice) and the positions committed
+        # auto: since the last choice, the run lengths and their part by branches, and the
+        # rejections, per window summed over forwards (on the device, read at the next choice),
+        # and the positions committed
         self.observed = torch.zeros(3, device=device)
         self.forwards_at_choice = 0
         self.committed_at_choice = self.committed.clone()
 
-    # -- steps -------------------------------------------------------------------------
+    # -- phases ------------------------------------------------------------------------
 
     def prefill(self) -> None:
         """The prefill predicts position 0, drawn as AR does."""
@@ -201,9 +205,9 @@ class JacobiLoop:
         drafted = (self.drafts >= 0).all(-1)
         fed &= drafted.long().cumprod(-1).bool()  # up to the first slot without a draft
         if R == 1:  # raster order: everything before n is committed, and the valid inputs are a prefix
-            cand_valid = torch.cat([live[..., None], fed], -1).view(B, S)
-            M = int(cand_valid.sum(1).max())
-            valid, pad = cand_valid[:, :M], self.candidate_ids[:, :M]
+            by_window_valid = torch.cat([live[..., None], fed], -1).view(B, S)
+            M = int(by_window_valid.sum(1).max())
+            valid, pad = by_window_valid[:, :M], self.window_input_ids[:, :M]
             pred_tok = self.tokens[self.b, n - 1]
             tokens = torch.cat([pred_tok[:, :, None], self.drafts.clamp(min=0)], 2).view(B, S, self.K)[:, :M]
             return Inputs(
@@ -213,29 +217,30 @@ class JacobiLoop:
                 valid=valid,
                 take=pad.expand(B, M),
                 num_slots=torch.where(live, 1 + fed.sum(-1), 0),
-                slot_input=torch.where(cand_valid, self.slot, 0),
-                on_committed_context=cand_valid,
+                slot_input=torch.where(by_window_valid, self.slot, 0),
+                on_committed_context=by_window_valid,
             )
         pred_pos = (n - 1).clamp(min=0)
         has_pred, pred_known, pred_tok = self.segment_predecessors(live, pred_pos)
-        cand_valid = torch.cat([has_pred[..., None], fed], -1).view(B, -1)  # [B, R*S]
-        cand_tok = torch.cat([pred_tok[:, :, None], self.drafts.clamp(min=0)], 2).view(B, R * S, self.K)
-        cand_pos = torch.cat([pred_pos[..., None], slot_pos], -1).view(B, -1)
-        cand_true = torch.cat([pred_known[..., None], fed], -1).view(B, -1)
-        M = int(cand_valid.sum(1).max())
-        pad = self.candidate_ids[:, :M]
-        take = torch.argsort((~cand_valid).int(), dim=1, stable=True)[:, :M]  # valid candidates first
+        # the window inputs [B, R*S]: per window its input at n-1, then its drafts
+        by_window_valid = torch.cat([has_pred[..., None], fed], -1).view(B, -1)
+        by_window_tokens = torch.cat([pred_tok[:, :, None], self.drafts.clamp(min=0)], 2).view(B, R * S, self.K)
+        by_window_pos = torch.cat([pred_pos[..., None], slot_pos], -1).view(B, -1)
+        by_window_known = torch.cat([pred_known[..., None], fed], -1).view(B, -1)
+        M = int(by_window_valid.sum(1).max())
+        pad = self.window_input_ids[:, :M]
+        take = torch.argsort((~by_window_valid).int(), dim=1, stable=True)[:, :M]  # valid window inputs first
         pick = lambda x: x.gather(1, take if x.dim() == 2 else take[..., None].expand(B, M, self.K))
-        valid = pick(cand_valid)
+        valid = pick(by_window_valid)
         return Inputs(
-            tokens=torch.where(valid[..., None], pick(cand_tok), 0),
-            positions=torch.where(valid, pick(cand_pos), T + pad),
-            segments=torch.where(valid, pick(self.candidate_segments), R + pad),
+            tokens=torch.where(valid[..., None], pick(by_window_tokens), 0),
+            positions=torch.where(valid, pick(by_window_pos), T + pad),
+            segments=torch.where(valid, pick(self.window_input_segments), R + pad),
             valid=valid,
             take=take,
             num_slots=torch.where(live, 1 + fed.sum(-1), 0),
-            slot_input=torch.where(cand_valid, cand_valid.long().cumsum(1) - 1, 0),
-            on_committed_context=cand_true,
+            slot_input=torch.where(by_window_valid, by_window_valid.long().cumsum(1) - 1, 0),
+            on_committed_context=by_window_known,
         )
 
     def segment_predecessors(self, live: torch.Tensor, pred_pos: torch.Tensor) -> tuple:
@@ -271,7 +276,7 @@ class JacobiLoop:
 
     def forward_and_verify(self, inputs: Inputs, live: torch.Tensor) -> tuple["Verified", torch.Tensor | None]:
         """One forward, then verification of the live windows: window slot j gets p for
-        position n+j from candidate j. With branches, also which branch nodes hold
+        position n+j from window input j. With branches, also which branch nodes hold
         committed context."""
         B, R, S, K, V, T, L = self.B, self.R, self.S, self.K, self.V, self.T, self.L
         if self.chooser is not None:
@@ -307,9 +312,9 @@ class JacobiLoop:
         if R > 1:  # a segment's last drafts predict outside it
             drafts = torch.where((win_pos[:, :Lv] < self.ends[r][:, None])[..., None], drafts, -1)
         q = F.one_hot(drafts.clamp(min=0), V).float()  # first drafts: one-hot
-        k = min(Lv, self.q_dense.shape[2])  # no later slot is carried
-        if k:  # carried drafts: the p of their slot in the last verification
-            q[:, :k] = torch.where(at(self.q_carried)[:, :k, None, None], at(self.q_dense)[:, :k], q[:, :k])
+        carried = min(Lv, self.q_dense.shape[2])  # no later slot is carried
+        if carried:  # carried drafts: the p of their slot in the last verification
+            q[:, :carried] = torch.where(at(self.q_carried)[:, :carried, None, None], at(self.q_dense)[:, :carried], q[:, :carried])
         if Sv > L:  # the slot after the last draft has a p and no draft
             drafts = torch.cat([drafts, drafts.new_full((len(window), 1, K), -1)], 1)
             q = torch.cat([q, q.new_zeros(len(window), 1, K, V)], 1)
@@ -325,7 +330,7 @@ class JacobiLoop:
             out, keep = self.branches.merge(logits, out, b, r, drafts)
         if self.chooser is not None:
             rejected = main.accepted < num_slots - 1  # a fed draft was rejected
-            self.observed += torch.stack([out.committed.sum(), (out.committed - main.committed).sum(), rejected.sum()]) / max(len(b), 1)
+            self.observed += torch.stack([out.run_length.sum(), (out.run_length - main.run_length).sum(), rejected.sum()]) / max(len(b), 1)
         return Verified.scatter(out, b, r, self.drafts, S), keep
 
     def commit_run(self, pos: torch.Tensor, steps: torch.Tensor, mask: torch.Tensor) -> None:
@@ -345,11 +350,11 @@ class JacobiLoop:
         context, and slides the windows, carrying the later slots' next drafts."""
         B, S, K, V, L = self.B, self.S, self.K, self.V, self.L
         num_slots = inputs.num_slots
-        committed = self.stopping.cut(verified.committed, verified.tokens)
-        self.commit_run(self.n[..., None] + self.slot, verified.tokens, self.slot < committed[..., None])
+        run_length = self.stopping.cut(verified.run_length, verified.tokens)
+        self.commit_run(self.n[..., None] + self.slot, verified.tokens, self.slot < run_length[..., None])
         M = inputs.take.shape[1]
         draft_ok = (self.slot < verified.accepted[..., None] + 1).view(B, -1)  # the input at n-1, then accepted drafts
-        if self.R == 1:  # the inputs are the candidates, valid ones first
+        if self.R == 1:  # the inputs are the window inputs, valid ones first
             keep = draft_ok[:, :M] & inputs.valid
         else:
             keep = (inputs.on_committed_context & draft_ok).gather(1, inputs.take) & inputs.valid
@@ -358,11 +363,11 @@ class JacobiLoop:
         self.mark_kv_done(positions, keep)
         if branch_keep is not None:  # a branch sees its window's input at n-1: committed unless a stand-in
             pred_true = inputs.on_committed_context.view(B, self.R, S)[..., 0]
-            moves = self.branches.commit(branch_keep & pred_true[..., None, None, None], self.n, committed)
+            moves = self.branches.commit(branch_keep & pred_true[..., None, None, None], self.n, run_length)
             if moves is not None:
                 self.keep_moved(moves)
-        self.n = self.n + committed
-        src = self.slot_L + committed[..., None]  # new slot i takes old slot i + c
+        self.n = self.n + run_length
+        src = self.slot_L + run_length[..., None]  # new slot i takes old slot i + run length
         self.q_carried = src < num_slots[..., None]
         kept = -1
         if self.choice.window < L:
@@ -403,8 +408,8 @@ class JacobiLoop:
         """The windows as branches see them, with the dense q of every draft (its carried
         p, or one-hot)."""
         q = F.one_hot(self.drafts.clamp(min=0), self.V).float()
-        k = self.q_dense.shape[2]  # no later slot is carried
-        q[:, :, :k] = torch.where(self.q_carried[:, :, :k, None, None], self.q_dense, q[:, :, :k])
+        carried = self.q_dense.shape[2]  # no later slot is carried
+        q[:, :, :carried] = torch.where(self.q_carried[:, :, :carried, None, None], self.q_dense, q[:, :, :carried])
         return Windows(self.n, self.drafts, q, self.q_carried, self.tokens, self.committed)
 
     def run(self, on_step: Callable[[int, int], None] | None = None,
@@ -486,9 +491,9 @@ class JacobiLoop:
 
     def choose(self) -> None:
         """auto: the window, branches and first drafts of the next forwards, from the past alone."""
-        committed, by_branches, rejections = self.observed.tolist()
+        run_tokens, by_branches, rejections = self.observed.tolist()
         scale, excess_s = self.glue.fit()
-        self.chooser.observe(self.choice, committed, by_branches, self.forwards - self.forwards_at_choice,
+        self.chooser.observe(self.choice, run_tokens, by_branches, self.forwards - self.forwards_at_choice,
                              self.glue.estimate("glue_s"), self.glue.estimate("ar_glue_s"), scale=scale, excess_s=excess_s,
                              draft_s=self.glue.estimate("draft_s"), rejections=rejections)
         self.observed.zero_()

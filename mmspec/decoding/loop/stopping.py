@@ -47,14 +47,14 @@ class Stopping:
         """Bool `[...]` for steps `[..., K]`: the step's first token is a stop id."""
         return torch.isin(tokens[..., 0], self.stop_tokens)
 
-    def cut(self, committed: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+    def cut(self, run_length: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
         """Run lengths `[B, R]` of windows' `steps [B, R, S, K]`, cut after a stop token."""
         if not len(self.stop_tokens):
-            return committed
+            return run_length
         slot = torch.arange(steps.shape[2], device=steps.device)
-        stop = self.is_stop(steps) & (slot < committed[..., None])
+        stop = self.is_stop(steps) & (slot < run_length[..., None])
         first = torch.where(stop, slot, steps.shape[2]).amin(-1)
-        return torch.minimum(committed, first + 1)
+        return torch.minimum(run_length, first + 1)
 
     def update(self, tokens: torch.Tensor, committed: torch.Tensor) -> None:
         """Ends the sequences whose first stop token has every position before it committed."""
