@@ -76,6 +76,16 @@ def nearest_neighbours(embeddings: torch.Tensor, k: int, candidates: torch.Tenso
     return table
 
 
+def by_token(table: torch.Tensor, ids: torch.Tensor, trailing: int = 0, per_codebook: bool = False) -> torch.Tensor:
+    """`table[ids]` for a table with a row per token, `[V, ...]`; with `per_codebook` the
+    table is `[K, V, ...]` (steps of K codebooks, as a codec's) and each id, on the axis of
+    its codebook `trailing` axes before the end of `ids`, reads its own codebook's row."""
+    if not per_codebook:
+        return table[ids]
+    book = torch.arange(table.shape[0], device=ids.device).view(-1, *([1] * trailing))
+    return table[book, ids]
+
+
 @dataclass(frozen=True)
 class LanternRule:
     """LANTERN relaxed acceptance (Jang et al. 2025) over latent neighbourhoods.
@@ -86,13 +96,14 @@ class LanternRule:
 
     `bound` is `delta` (LANTERN: total variation between p and p~ stays within delta) or
     `(lam - 1) * p(d)` (LANTERN++'s lambda form: p~(d) <= lam * p(d)). Give exactly one.
-    Defaults are the authors' (`generate_images.py`: k=1000, delta=0.1).
+    Defaults are the authors' (`generate_images.py`: k=1000, delta=0.1). With a codebook
+    per token of a step (embeddings `[K, V, E]`), neighbours are searched in each codebook.
     """
 
     k: int = 1000
     delta: float | None = 0.1
     lam: float | None = None
-    neighbours: torch.Tensor | None = field(default=None, repr=False, compare=False)  # [V, k]
+    neighbours: torch.Tensor | None = field(default=None, repr=False, compare=False)  # [V, k], or [K, V, k]
 
     exact = False
     name = "lantern"
@@ -113,12 +124,15 @@ class LanternRule:
         if embeddings is None:
             raise ValueError("LANTERN needs token embeddings (the VQ codebook) in the layout; this model's layout has none")
         candidates = allowed if allowed is None or allowed.dim() == 1 else allowed.any(0)
+        if embeddings.dim() == 3:  # [K, V, E]: one codebook per token of a step
+            return replace(self, neighbours=torch.stack([nearest_neighbours(e, self.k, candidates) for e in embeddings]))
         return replace(self, neighbours=nearest_neighbours(embeddings, self.k, candidates))
 
     def accept_prob(self, p: torch.Tensor, q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
         if self.neighbours is None:
             raise ValueError("bind(embeddings) the LANTERN rule before use")
-        nbrs = self.neighbours.to(p.device)[d]  # [N, S, k]
+        table = self.neighbours.to(p.device)
+        nbrs = by_token(table, d, per_codebook=table.dim() == 3)  # [N, S, (K,) k]
         cum = p.gather(-1, nbrs).cumsum(-1)  # [N, S, k]
         p_d, q_d = gather_last(p, d), gather_last(q, d)
         bound = torch.full_like(p_d, self.delta) if self.delta is not None else (self.lam - 1) * p_d
@@ -139,13 +153,14 @@ class GSDRule:
         accept d  iff  u < min(1, p(G) / q(G))
 
     and d itself is committed. Defaults are the authors' (rank half-width 7, probability
-    gap 0.15, embedding distance 0.5).
+    gap 0.15, embedding distance 0.5). With a codebook per token of a step (embeddings
+    `[K, V, E]`), distances are taken in each token's codebook.
     """
 
     rank_window: int = 7
     prob_gap: float = 0.15
     embed_dist: float = 0.5
-    embeddings: torch.Tensor | None = field(default=None, repr=False, compare=False)  # [V, E]
+    embeddings: torch.Tensor | None = field(default=None, repr=False, compare=False)  # [V, E], or [K, V, E]
 
     exact = False
     name = "gsd"
@@ -174,7 +189,8 @@ class GSDRule:
         ids = order.gather(-1, ranks.clamp(0, V - 1))  # [N, S, 2w]
         p_g, q_g = p.gather(-1, ids), q.gather(-1, ids)
         emb = self.embeddings.to(p.device)
-        dist = (emb[ids] - emb[d][..., None, :]).pow(2).sum(-1)  # [N, S, 2w]
+        books = emb.dim() == 3
+        dist = (by_token(emb, ids, 1, books) - by_token(emb, d, 0, books)[..., None, :]).pow(2).sum(-1)  # [N, S, (K,) 2w]
         p_d = gather_last(p, d)
         member = in_range & ((p_g - p_d[..., None]).abs() < self.prob_gap) & (dist < self.embed_dist)
         p_group = (p_g * member).sum(-1)

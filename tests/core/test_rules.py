@@ -73,6 +73,24 @@ def test_relaxed_rules_never_accept_a_token_outside_the_support(rule):
     assert rule.bind(emb).accept_prob(p, q, torch.tensor([[0]])).item() == 0.0
 
 
+@pytest.mark.parametrize("rule", [LanternRule(k=2, delta=0.3), GSDRule(rank_window=3, prob_gap=0.2, embed_dist=0.5)],
+                         ids=["lantern", "gsd"])
+def test_relaxed_rules_read_each_codebooks_own_table(rule):
+    # steps of K = 2 codebooks (a codec's): token i of codebook k has its own vector, and each
+    # token of a step is judged in its codebook alone, as with that codebook's table
+    g = torch.Generator().manual_seed(0)
+    books = torch.randn(2, 6, 3, generator=g)
+    p = torch.softmax(torch.randn(4, 3, 2, 6, generator=g), -1)  # [N, S, K, V]
+    q = torch.softmax(torch.randn(4, 3, 2, 6, generator=g), -1)
+    d = torch.randint(6, (4, 3, 2), generator=g)
+    both = rule.bind(books).accept_prob(p, q, d)
+    for k in range(2):
+        alone = rule.bind(books[k]).accept_prob(p[:, :, k], q[:, :, k], d[:, :, k])
+        assert torch.allclose(both[:, :, k], alone)
+    # against one shared table the answer differs: the test can tell the tables apart
+    assert not torch.allclose(both[:, :, 1], rule.bind(books[0]).accept_prob(p[:, :, 1], q[:, :, 1], d[:, :, 1]))
+
+
 def test_relaxed_rules_need_embeddings():
     with pytest.raises(ValueError, match="LANTERN needs token embeddings"):
         LanternRule().bind(None)

@@ -117,8 +117,9 @@ def test_every_window_draft_is_verified_against_the_q_it_was_drawn_from(monkeypa
     assert drafted > 20_000 and massless == 0
 
 
-def test_grouped_rule_runs_on_the_mel_codebooks(pipe):
-    out = pipe("zero", decoding="mc-sjd+pcg", generator=torch.Generator().manual_seed(0), output_type="tokens")
+@pytest.mark.parametrize("rule", ["pcg", "gsd", "lantern"])
+def test_relaxed_rules_run_on_the_mel_codebooks(pipe, rule):
+    out = pipe("zero", decoding=f"mc-sjd+{rule}", generator=torch.Generator().manual_seed(0), output_type="tokens")
     assert not out.stats[0].exact and bool((out.codes < 8).all())
     assert pipe.token_model(17).layout().token_embeddings.shape == (4, 9, 16)
 
