@@ -148,7 +148,7 @@ def test_forward_memory_bound_counts_the_rows_of_a_call(pipes):
     hold when many sequences decode together: refused, naming the memory."""
     from mmspec.core.layout import TokenLayout
     from mmspec.decoding.config import DecodingConfig
-    from mmspec.pipelines.pipeline_utils import check_decoding_memory
+    from mmspec.pipelines.checks import check_decoding_memory
 
     layout = TokenLayout.grid((64, 64), 16384)
     with pytest.raises(ValueError, match="GiB"):

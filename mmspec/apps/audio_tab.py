@@ -16,7 +16,7 @@ from mmspec.runs.batch import MAX_SEED
 from mmspec.decoding.config import DecodingConfig
 from mmspec.io.images import commit_heatmap
 from mmspec.models.musicgen import undelay
-from mmspec.pipelines.pipeline_utils import sampling_config
+from mmspec.pipelines.checks import sampling_config
 
 FAST_METHODS = {  # label -> decoding
     "MC-SJD, copy drafts along time": DecodingConfig.from_name("mc-sjd", init="previous-step"),

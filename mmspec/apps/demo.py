@@ -34,7 +34,7 @@ from mmspec.decoding.auto import describe_choices
 from mmspec.decoding.config import DECODINGS, DecodingConfig
 from mmspec.decoding.names import parse_name
 from mmspec.io.images import commit_heatmap
-from mmspec.pipelines.pipeline_utils import sampling_config
+from mmspec.pipelines.checks import sampling_config
 
 METHODS = [name for name in DECODINGS if name != "ar"]
 DEFAULT_METHODS = ["auto", "mc-sjd", "zipar+mc-sjd"]

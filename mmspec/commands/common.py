@@ -79,7 +79,7 @@ def decoding_configs(args, default: str = DEFAULT_DECODING) -> list:
 
 def sampling_kwargs(args) -> dict:
     """The sampling flags that were given, checked (finite, in range) before any loading."""
-    from mmspec.pipelines.pipeline_utils import sampling_config
+    from mmspec.pipelines.checks import sampling_config
 
     chosen = dict(guidance_scale=args.guidance_scale, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
     chosen = {k: v for k, v in chosen.items() if v is not None}

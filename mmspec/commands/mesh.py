@@ -96,7 +96,7 @@ def run(args) -> None:
     name, the bounds, the folder's earlier run), then one mesh at a time."""
     from mmspec.io.mesh import is_valid, render_preview, save_mesh
     from mmspec.pipelines.mesh import MeshPipeline, mesh_decoding
-    from mmspec.pipelines.pipeline_utils import sampling_config
+    from mmspec.pipelines.checks import sampling_config
     from mmspec.runs.runner import Run, RunItem
 
     sampling = {k: v for k, v in dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p).items() if v is not None}

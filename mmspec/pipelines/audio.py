@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from diffusers import DiffusionPipeline
 from diffusers.utils import BaseOutput
 
 from mmspec.utils.checkpoint import check_fits_memory, load_into, read_state_dict
@@ -30,24 +29,14 @@ from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.stats import DecodeStats
 from mmspec.metrics.spoken_words import WordClassifier, WordClassifierConfig
 from mmspec.models.musicgen import MusicgenLM, WordCondition
-from mmspec.pipelines.pipeline_utils import (
-    TokenImagePipeline,
-    as_prompts,
-    check_decoding_memory,
-    check_generator,
-    load_module,
-    load_transformers,
-    pop_dtype,
-    read_index,
-    resolve_sampling,
-    sampling_config,
-    save_module,
-)
-from mmspec.utils.json_files import read_json, write_json
+from mmspec.pipelines.base import MMSpecPipeline
+from mmspec.pipelines.checks import as_prompts, check_decoding_memory, check_generator, sampling_config
+from mmspec.pipelines.components import Component, own_module, self_saving, transformers_model
+from mmspec.pipelines.loading import save_module
+from mmspec.utils.json_files import read_json
 from mmspec.tokenizers.audio_codec import MelCodec
 
 OUTPUT_TYPES = ("pt", "np", "tokens")
-INDEX_KEYS = ("_class_name", "decoder", "condition", "codec", "classifier", "frames", "default_sampling")
 MAX_AUDIOS_PER_CALL = 256  # a bound on one call's work; the cache of a clip is a few hundred kB
 
 
@@ -69,7 +58,28 @@ class AudioPipelineOutput(BaseOutput):
     codes: torch.Tensor
 
 
-class SpeechPipeline(DiffusionPipeline):
+def load_word_condition(folder: Path, dtype: torch.dtype | None) -> WordCondition:
+    """A `WordCondition` from `config.json` (its words and width, checked before the table is
+    allocated) and `model.safetensors`, in float32 (`SpeechPipeline.from_pretrained` casts it
+    to the decoder's dtype)."""
+    spec = read_json(folder / "config.json", "word condition")
+    words, hidden = spec.get("words"), spec.get("hidden_size")
+    if not isinstance(words, list) or not words or not all(isinstance(w, str) for w in words):
+        raise ValueError(f"{folder / 'config.json'}: 'words' must be a non-empty list of strings, got {words!r}")
+    if isinstance(hidden, bool) or not isinstance(hidden, int) or hidden < 1:
+        raise ValueError(f"{folder / 'config.json'}: 'hidden_size' must be a whole number >= 1, got {hidden!r}")
+    check_fits_memory(4 * len(words) * hidden, "the word condition's table", "check hidden_size in its config.json")
+    condition = WordCondition(words, hidden)
+    load_into(condition, read_state_dict(folder / "model.safetensors"), what="word condition")
+    return condition.eval()
+
+
+# its config is a plain dict (`WordCondition.config`)
+WORD_CONDITION = Component(WordCondition.__module__, WordCondition.__name__, load=load_word_condition,
+                           save=lambda condition, folder: save_module(folder, condition, condition.config))
+
+
+class SpeechPipeline(MMSpecPipeline):
     """`decoder` (`MusicgenForCausalLM`) + `condition` (`WordCondition`) + `codec`
     (`MelCodec`), and optionally the `classifier` that judges the words it says.
 
@@ -86,16 +96,22 @@ class SpeechPipeline(DiffusionPipeline):
 
     model_cpu_offload_seq = "condition->decoder->codec"
     _optional_components = ["classifier"]
+    declared_components = {
+        "decoder": transformers_model("MusicgenForCausalLM"),
+        "condition": WORD_CONDITION,
+        "codec": self_saving(MelCodec),
+        "classifier": own_module(WordClassifier, WordClassifierConfig, "word classifier"),
+    }
+    config_attributes = {"frames": "frames", "default_sampling": "_saved_sampling"}
+    keeps_metadata = True
     condition_kind = "prompt"
-    decode_tokens = TokenImagePipeline.decode_tokens  # the engine under a progress bar, with callbacks
 
     def __init__(self, decoder, condition: WordCondition, codec: MelCodec, classifier: WordClassifier | None = None,
                  frames: int = 48, default_sampling: dict | None = None, metadata: dict | None = None):
         super().__init__()
         self.register_modules(decoder=decoder, condition=condition, codec=codec, classifier=classifier)
         self.frames = int(frames)
-        self._saved_sampling = dict(default_sampling or {})
-        self._default_sampling = resolve_sampling({}, self._saved_sampling)
+        self.keep_default_sampling(default_sampling)
         self.metadata = dict(metadata or {})
         limit = decoder.model.decoder.embed_positions.weights.shape[0] - 1 - (decoder.num_codebooks - 1)
         if not 1 <= self.frames <= limit:
@@ -119,10 +135,6 @@ class SpeechPipeline(DiffusionPipeline):
     def max_duration_s(self) -> float:
         """The longest clip: the length the decoder was trained on."""
         return self.frames / self.codec.frame_rate
-
-    @property
-    def default_sampling(self) -> dict:
-        return dict(self._default_sampling)
 
     @property
     def device(self) -> torch.device:
@@ -180,47 +192,11 @@ class SpeechPipeline(DiffusionPipeline):
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: str | Path, **kwargs) -> "SpeechPipeline":
         """Loads a directory written by `save_pretrained` (the shipped model:
-        `mmspec.assets.SPEECH_ASSETS`); `torch_dtype` casts the decoder."""
-        from transformers import MusicgenForCausalLM
-
-        dtype = pop_dtype(cls, kwargs)
-        root, index = read_index(pretrained_model_name_or_path, cls)
-        decoder = load_transformers(MusicgenForCausalLM.from_pretrained, root / "decoder",
-                                    **({} if dtype is None else {"dtype": dtype})).eval()
-        spec = read_json(root / "condition" / "config.json", "word condition")
-        words, hidden = spec.get("words"), spec.get("hidden_size")
-        if not isinstance(words, list) or not words or not all(isinstance(w, str) for w in words):
-            raise ValueError(f"{root / 'condition' / 'config.json'}: 'words' must be a non-empty list of strings, got {words!r}")
-        if isinstance(hidden, bool) or not isinstance(hidden, int) or hidden < 1:
-            raise ValueError(f"{root / 'condition' / 'config.json'}: 'hidden_size' must be a whole number >= 1, got {hidden!r}")
-        check_fits_memory(4 * len(words) * hidden, "the word condition's table", "check hidden_size in its config.json")
-        condition = WordCondition(words, hidden)
-        load_into(condition, read_state_dict(root / "condition" / "model.safetensors"), what="word condition")
-        condition = condition.to(decoder.dtype).eval()
-        codec = MelCodec.from_pretrained(root / "codec")
-        classifier = None
-        if (root / "classifier").is_dir():
-            classifier = load_module(root / "classifier", WordClassifier, WordClassifierConfig, "word classifier")
-        metadata = {k: v for k, v in index.items() if k not in INDEX_KEYS}
-        return cls(decoder, condition, codec, classifier, index.get("frames", 48), index.get("default_sampling"), metadata)
-
-    def save_pretrained(self, save_directory: str | Path, **kwargs) -> None:
-        root = Path(save_directory)
-        self.decoder.save_pretrained(root / "decoder")
-        save_module(root / "condition", self.condition, self.condition.config)
-        self.codec.save_pretrained(root / "codec")
-        if self.classifier is not None:
-            save_module(root / "classifier", self.classifier, self.classifier.config.to_dict())
-        write_json(root / "model_index.json", {
-            "_class_name": type(self).__name__,
-            "decoder": ["transformers", "MusicgenForCausalLM"],
-            "condition": ["mmspec.models.musicgen", "WordCondition"],
-            "codec": ["mmspec.tokenizers.audio_codec", "MelCodec"],
-            **({"classifier": ["mmspec.metrics.spoken_words", "WordClassifier"]} if self.classifier is not None else {}),
-            "frames": self.frames,
-            "default_sampling": self._saved_sampling,
-            **self.metadata,
-        })
+        `mmspec.assets.SPEECH_ASSETS`); `torch_dtype` casts the decoder, and the word condition
+        follows the decoder's dtype."""
+        pipe = super().from_pretrained(pretrained_model_name_or_path, **kwargs)
+        pipe.condition.to(pipe.decoder.dtype)
+        return pipe
 
     # --- the call ----------------------------------------------------------------------
 

@@ -25,25 +25,16 @@ from functools import cached_property
 from pathlib import Path
 
 import torch
-from diffusers import DiffusionPipeline
 from diffusers.utils import BaseOutput
 from PIL import Image
 
 from mmspec.assets import CAPTIONER_ASSETS
-from mmspec.utils.checkpoint import check_finite
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.drafts import Lookup
 from mmspec.core.layout import TokenLayout
-from mmspec.pipelines.pipeline_utils import (
-    as_prompts,
-    check_decoding_memory,
-    check_generator,
-    load_transformers,
-    pop_dtype,
-    read_index,
-    StepCallback,
-)
-from mmspec.utils.json_files import write_json
+from mmspec.pipelines.base import MMSpecPipeline, StepCallback
+from mmspec.pipelines.checks import as_prompts, check_decoding_memory, check_generator
+from mmspec.pipelines.components import transformers_model, transformers_processor
 
 DEFAULT_PROMPT = "describe the picture ."  # when a saved pipeline names none
 # the engine's decodings for text, as offered (prompt-lookup: every forward redrafts from the prompt and text);
@@ -96,7 +87,7 @@ def as_images(images) -> list[Image.Image]:
     return listed
 
 
-class CaptioningPipeline(DiffusionPipeline):
+class CaptioningPipeline(MMSpecPipeline):
     """A VLM (`LlavaForConditionalGeneration`) and its `LlavaProcessor`, decoded by mmspec.
 
     Args:
@@ -116,6 +107,11 @@ class CaptioningPipeline(DiffusionPipeline):
     """
 
     model_cpu_offload_seq = "model"
+    declared_components = {
+        "model": transformers_model("LlavaForConditionalGeneration"),
+        "processor": transformers_processor("LlavaProcessor"),
+    }
+    config_attributes = {"default_prompt": "default_prompt", "draft_texts": "draft_texts"}
     condition_kind = "image"
 
     def __init__(self, model, processor, default_prompt: str = DEFAULT_PROMPT, draft_texts: list[str] | None = None):
@@ -128,27 +124,7 @@ class CaptioningPipeline(DiffusionPipeline):
     def from_pretrained(cls, pretrained_model_name_or_path: str | Path = CAPTIONER_ASSETS, **kwargs) -> "CaptioningPipeline":
         """Loads a folder written by `save_pretrained` (the shipped captioner by default),
         weights cast to `torch_dtype` (or `dtype`) when given; other keywords are refused."""
-        from transformers import LlavaForConditionalGeneration, LlavaProcessor
-
-        dtype = pop_dtype(cls, kwargs)
-        root, index = read_index(pretrained_model_name_or_path, cls)
-        model = load_transformers(LlavaForConditionalGeneration.from_pretrained, root / "model",
-                                  **({} if dtype is None else {"dtype": dtype}))
-        check_finite(model.named_parameters(), str(root / "model"))
-        processor = load_transformers(LlavaProcessor.from_pretrained, root / "processor")
-        return cls(model.eval(), processor, index.get("default_prompt", DEFAULT_PROMPT), index.get("draft_texts"))
-
-    def save_pretrained(self, save_directory: str | Path, **kwargs) -> None:
-        root = Path(save_directory)
-        self.model.save_pretrained(root / "model")
-        self.processor.save_pretrained(root / "processor")
-        write_json(root / "model_index.json", {
-            "_class_name": type(self).__name__,
-            "model": ["transformers", type(self.model).__name__],
-            "processor": ["transformers", type(self.processor).__name__],
-            "default_prompt": self.default_prompt,
-            "draft_texts": self.draft_texts,
-        })
+        return super().from_pretrained(pretrained_model_name_or_path, **kwargs)
 
     def resolve_decoding(self, decoding: str | DecodingConfig) -> str | DecodingConfig:
         """Where the pipeline has `draft_texts`: prompt-lookup ("prompt-lookup", or a config

@@ -17,13 +17,9 @@ import torch
 
 from mmspec.decoding.config import DecodingConfig
 from mmspec.models.emu3 import Emu3Condition, Emu3ImageGenerator
-from mmspec.pipelines.pipeline_utils import (
-    TransformersImagePipeline,
-    as_prompts,
-    check_images_per_prompt,
-    sampling_config,
-    to_signed_pixels,
-)
+from mmspec.pipelines.base import TransformersImagePipeline, to_signed_pixels
+from mmspec.pipelines.checks import as_prompts, check_images_per_prompt, sampling_config
+from mmspec.pipelines.components import transformers_model, transformers_processor
 
 # Emu3's recipe (BAAI/Emu3 `image_generation.py`): CFG 3 against this negative prompt, top-k 2048
 NEGATIVE_PROMPT = (
@@ -40,10 +36,12 @@ class Emu3Pipeline(TransformersImagePipeline):
     `model_index.json` naming the pipeline class.
     """
 
-    model_class_name = "Emu3ForConditionalGeneration"
-    processor_class_name = "Emu3Processor"
+    declared_components = {
+        "model": transformers_model("Emu3ForConditionalGeneration"),
+        "processor": transformers_processor("Emu3Processor"),
+    }
     family_sampling = DEFAULT_SAMPLING
-    index_settings = ("ratio", "image_area")
+    config_attributes = {"ratio": "ratio", "image_area": "image_area"}
 
     def __init__(self, model, processor, ratio: str | None = None, image_area: int | None = None):
         """`ratio` and `image_area` set the default size (else the processor's, "1:1" at

@@ -16,13 +16,9 @@ import torch
 
 from mmspec.decoding.config import DecodingConfig
 from mmspec.models.janus import JanusCondition, JanusImageGenerator
-from mmspec.pipelines.pipeline_utils import (
-    TransformersImagePipeline,
-    as_prompts,
-    check_images_per_prompt,
-    sampling_config,
-    to_signed_pixels,
-)
+from mmspec.pipelines.base import TransformersImagePipeline, to_signed_pixels
+from mmspec.pipelines.checks import as_prompts, check_images_per_prompt, sampling_config
+from mmspec.pipelines.components import transformers_model, transformers_processor
 
 # Janus-Pro's `generation_inference.py`: cfg_weight 5, temperature 1, no top-k
 DEFAULT_SAMPLING = dict(guidance_scale=5.0)
@@ -35,8 +31,10 @@ class JanusPipeline(TransformersImagePipeline):
     `model_index.json` naming the pipeline class.
     """
 
-    model_class_name = "JanusForConditionalGeneration"
-    processor_class_name = "JanusProcessor"
+    declared_components = {
+        "model": transformers_model("JanusForConditionalGeneration"),
+        "processor": transformers_processor("JanusProcessor"),
+    }
     family_sampling = DEFAULT_SAMPLING
 
     @property

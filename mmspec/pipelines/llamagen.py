@@ -22,26 +22,15 @@ from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.config import DecodingConfig
 from mmspec.metrics.classifier import ClassifierConfig, ShapesClassifier
 from mmspec.models.llamagen import CaptionCondition, LlamaGenConfig, LlamaGenGPT
-from mmspec.pipelines.pipeline_utils import (
-    TokenImagePipeline,
-    as_prompts,
-    check_images_per_prompt,
-    images_within_budget,
-    load_module,
-    load_transformers,
-    pop_dtype,
-    read_index,
-    resolve_sampling,
-    sampling_config,
-    save_module,
-)
-from mmspec.utils.json_files import write_json
+from mmspec.pipelines.base import TokenImagePipeline
+from mmspec.pipelines.checks import as_prompts, check_images_per_prompt, images_within_budget, sampling_config
+from mmspec.pipelines.components import own_module, transformers_model, transformers_processor
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
 
 # LlamaGen's sampling scripts: CFG 4, top-k 2000
 FAMILY_SAMPLING = dict(guidance_scale=4.0, top_k=2000)
-# model_index.json entries the pipeline reads itself; any other is `metadata`
-INDEX_KEYS = ("_class_name", "transformer", "vqvae", "classifier", "class_names", "default_sampling")
+VQVAE = own_module(LlamaGenVQ, VQConfig, "LlamaGen VQ")
+SHAPES_CLASSIFIER = own_module(ShapesClassifier, ClassifierConfig, "Shapes classifier")
 
 
 def as_class_labels(class_labels, num_classes: int, class_names: list[str] | None = None) -> torch.Tensor:
@@ -89,12 +78,9 @@ class LlamaGenPipeline(TokenImagePipeline):
     """LlamaGen GPT (`transformer`) + VQ tokenizer (`vqvae`), for t2i a T5 encoder, and
     optionally the classifier that judges the default model's images.
 
-    Subclassing `DiffusionPipeline` gives `progress_bar`, `.to()`, `.device`, `.dtype` and
-    `set_progress_bar_config`; `save_pretrained`/`from_pretrained` are our own, because
-    diffusers only saves `ModelMixin` components and our modules are plain `nn.Module`s that
-    load original LlamaGen checkpoints (safetensors + JSON config per component, and a
-    `model_index.json` naming the pipeline class). For the same reason
-    `DiffusionPipeline.from_pretrained` cannot load a saved folder: use
+    Saved by `MMSpecPipeline.save_pretrained`: safetensors + JSON config per component (the
+    T5 encoder and its tokenizer as transformers saves them) and a `model_index.json`;
+    `DiffusionPipeline.from_pretrained` cannot load the folder: use
     `mmspec.pipelines.load_pipeline` (or this class's `from_pretrained`).
 
     Args:
@@ -106,6 +92,17 @@ class LlamaGenPipeline(TokenImagePipeline):
 
     model_cpu_offload_seq = "text_encoder->transformer->vqvae"
     _optional_components = ["text_encoder", "tokenizer", "classifier"]
+    declared_components = {
+        "transformer": own_module(LlamaGenGPT, LlamaGenConfig, "LlamaGen GPT"),
+        "vqvae": VQVAE,
+        "text_encoder": transformers_model("T5EncoderModel"),
+        "tokenizer": transformers_processor("AutoTokenizer"),
+        "classifier": SHAPES_CLASSIFIER,
+    }
+    config_attributes = {"class_names": "_class_names", "default_sampling": "_saved_sampling"}
+    keeps_metadata = True
+    cast_after_loading = True
+    family_sampling = FAMILY_SAMPLING
 
     def __init__(self, transformer: LlamaGenGPT, vqvae: LlamaGenVQ, text_encoder=None, tokenizer=None,
                  classifier: ShapesClassifier | None = None, class_names: list[str] | None = None,
@@ -114,8 +111,7 @@ class LlamaGenPipeline(TokenImagePipeline):
         self.register_modules(transformer=transformer, vqvae=vqvae, text_encoder=text_encoder, tokenizer=tokenizer,
                               classifier=classifier)
         self._class_names = self._checked_class_names(class_names, transformer.config)
-        self._saved_sampling = dict(default_sampling or {})
-        self._default_sampling = resolve_sampling(FAMILY_SAMPLING, self._saved_sampling)
+        self.keep_default_sampling(default_sampling)
         self.metadata = dict(metadata or {})
 
     @staticmethod
@@ -148,37 +144,11 @@ class LlamaGenPipeline(TokenImagePipeline):
         g = self.transformer.config.grid_size
         return g, g
 
-    @property
-    def default_sampling(self) -> dict:
-        return dict(self._default_sampling)
-
     def max_images_for(self, grid: tuple[int, int]) -> int:
         c = self.transformer.config
         return images_within_budget(c.n_layer, c.kv_heads, c.head_dim, c.cls_token_num + grid[0] * grid[1], self.transformer.dtype)
 
     # --- loading and saving --------------------------------------------------------------
-
-    @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path: str | Path, **kwargs) -> "LlamaGenPipeline":
-        """Loads a directory written by `save_pretrained` (the shipped model:
-        `mmspec.assets.DEFAULT_ASSETS`), cast to `torch_dtype` (or `dtype`) when given; other
-        keywords are refused."""
-        dtype = pop_dtype(cls, kwargs)
-        root, index = read_index(pretrained_model_name_or_path, cls)
-        transformer = load_module(root / "transformer", LlamaGenGPT, LlamaGenConfig, "LlamaGen GPT")
-        vqvae = load_module(root / "vqvae", LlamaGenVQ, VQConfig, "LlamaGen VQ")
-        classifier = text_encoder = tokenizer = None
-        if (root / "classifier").is_dir():
-            classifier = load_module(root / "classifier", ShapesClassifier, ClassifierConfig, "Shapes classifier")
-        if (root / "text_encoder").is_dir():
-            from transformers import AutoTokenizer, T5EncoderModel
-
-            text_encoder = load_transformers(T5EncoderModel.from_pretrained, root / "text_encoder").eval()
-            tokenizer = load_transformers(AutoTokenizer.from_pretrained, root / "tokenizer")
-        metadata = {k: v for k, v in index.items() if k not in INDEX_KEYS}
-        pipe = cls(transformer, vqvae, text_encoder, tokenizer, classifier, index.get("class_names"),
-                   index.get("default_sampling"), metadata)
-        return pipe if dtype is None else pipe.to(dtype)
 
     @classmethod
     def from_original(cls, gpt_checkpoint, gpt_config: LlamaGenConfig, vq_checkpoint, vq_config: VQConfig | str = "VQ-16",
@@ -201,28 +171,6 @@ class LlamaGenPipeline(TokenImagePipeline):
             text_encoder = T5EncoderModel.from_pretrained(t5).eval()
             tokenizer = AutoTokenizer.from_pretrained(t5)
         return cls(transformer, vqvae, text_encoder, tokenizer)
-
-    def save_pretrained(self, save_directory: str | Path, **kwargs) -> None:
-        """Writes every component (safetensors + JSON config each; the T5 encoder as
-        transformers saves it) and `model_index.json`, metadata included, so that
-        `from_pretrained` and `mmspec.pipelines.llamagen.load_default` find all they read."""
-        root = Path(save_directory)
-        modules = {"transformer": self.transformer, "vqvae": self.vqvae, "classifier": self.classifier}
-        for name, module in modules.items():
-            if module is not None:
-                save_module(root / name, module, module.config.to_dict())
-        if self.text_encoder is not None:
-            self.text_encoder.save_pretrained(root / "text_encoder")
-            self.tokenizer.save_pretrained(root / "tokenizer")
-        write_json(root / "model_index.json", {
-            "_class_name": type(self).__name__,
-            "transformer": ["mmspec.models.llamagen", "LlamaGenGPT"],
-            "vqvae": ["mmspec.tokenizers.llamagen_vq", "LlamaGenVQ"],
-            **({"classifier": ["mmspec.metrics.classifier", "ShapesClassifier"]} if self.classifier is not None else {}),
-            "class_names": self._class_names,
-            "default_sampling": self._saved_sampling,
-            **self.metadata,
-        })
 
     # --- the call ----------------------------------------------------------------------
 

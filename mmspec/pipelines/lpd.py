@@ -13,34 +13,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 
 import torch
 
 from mmspec.decoding.config import DecodingConfig, LPDDecoding, as_lpd_decoding
 from mmspec.decoding.lpd import check_guidance_schedule
 from mmspec.decoding.orders import LocalityOrder
-from mmspec.metrics.classifier import ClassifierConfig, ShapesClassifier
+from mmspec.metrics.classifier import ShapesClassifier
 from mmspec.models.lpd import LPD, LPDConfig
-from mmspec.pipelines.llamagen import as_class_labels
-from mmspec.pipelines.pipeline_utils import (
-    TokenImagePipeline,
-    check_images_per_prompt,
-    images_within_budget,
-    load_module,
-    pop_dtype,
-    read_index,
-    resolve_sampling,
-    sampling_config,
-    save_module,
-)
-from mmspec.utils.json_files import write_json
-from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
+from mmspec.pipelines.llamagen import SHAPES_CLASSIFIER, VQVAE, as_class_labels
+from mmspec.pipelines.base import TokenImagePipeline
+from mmspec.pipelines.checks import check_images_per_prompt, images_within_budget, sampling_config
+from mmspec.pipelines.components import own_module
+from mmspec.tokenizers.llamagen_vq import LlamaGenVQ
 
 # LPD's evaluation scripts: linear CFG schedule, temperature 1
 FAMILY_SAMPLING = dict(guidance_scale=4.0)
-INDEX_KEYS = ("_class_name", "transformer", "vqvae", "classifier", "class_names", "default_sampling", "repulsion",
-              "guidance_schedule")
 
 
 class LPDPipeline(TokenImagePipeline):
@@ -59,6 +47,12 @@ class LPDPipeline(TokenImagePipeline):
 
     model_cpu_offload_seq = "transformer->vqvae"
     _optional_components = ["classifier"]
+    declared_components = {"transformer": own_module(LPD, LPDConfig, "LPD model"), "vqvae": VQVAE, "classifier": SHAPES_CLASSIFIER}
+    config_attributes = {"class_names": "_class_names", "default_sampling": "_saved_sampling", "repulsion": "repulsion",
+                         "guidance_schedule": "guidance_schedule"}
+    keeps_metadata = True
+    cast_after_loading = True
+    family_sampling = FAMILY_SAMPLING
     condition_kind = "class"
     default_decoding = "lpd-20"
 
@@ -70,8 +64,7 @@ class LPDPipeline(TokenImagePipeline):
         if class_names is not None and len(class_names) != transformer.config.class_num:
             raise ValueError(f"class_names has {len(class_names)} names for the model's {transformer.config.class_num} classes")
         self._class_names = None if class_names is None else list(class_names)
-        self._saved_sampling = dict(default_sampling or {})
-        self._default_sampling = resolve_sampling(FAMILY_SAMPLING, self._saved_sampling)
+        self.keep_default_sampling(default_sampling)
         self.repulsion = repulsion
         self.guidance_schedule = check_guidance_schedule(guidance_schedule)
         self.metadata = dict(metadata or {})
@@ -84,10 +77,6 @@ class LPDPipeline(TokenImagePipeline):
     def token_grid(self) -> tuple[int, int]:
         g = self.transformer.config.grid_size
         return g, g
-
-    @property
-    def default_sampling(self) -> dict:
-        return dict(self._default_sampling)
 
     def max_images_for(self, grid: tuple[int, int]) -> int:
         c = self.transformer.config
@@ -106,41 +95,6 @@ class LPDPipeline(TokenImagePipeline):
         decoding = as_lpd_decoding(decoding)
         self.order(decoding.steps, decoding.repulsion)
         return decoding
-
-    # --- loading and saving --------------------------------------------------------------
-
-    @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path: str | Path, **kwargs) -> "LPDPipeline":
-        """Loads a directory written by `save_pretrained` (the shipped model:
-        `mmspec.assets.LPD_ASSETS`), cast to `torch_dtype` when given."""
-        dtype = pop_dtype(cls, kwargs)
-        root, index = read_index(pretrained_model_name_or_path, cls)
-        transformer = load_module(root / "transformer", LPD, LPDConfig, "LPD model")
-        vqvae = load_module(root / "vqvae", LlamaGenVQ, VQConfig, "LlamaGen VQ")
-        classifier = None
-        if (root / "classifier").is_dir():
-            classifier = load_module(root / "classifier", ShapesClassifier, ClassifierConfig, "Shapes classifier")
-        metadata = {k: v for k, v in index.items() if k not in INDEX_KEYS}
-        pipe = cls(transformer, vqvae, classifier, index.get("class_names"), index.get("default_sampling"),
-                   index.get("repulsion", 1), metadata, index.get("guidance_schedule", "linear"))
-        return pipe if dtype is None else pipe.to(dtype)
-
-    def save_pretrained(self, save_directory: str | Path, **kwargs) -> None:
-        root = Path(save_directory)
-        for name, module in {"transformer": self.transformer, "vqvae": self.vqvae, "classifier": self.classifier}.items():
-            if module is not None:
-                save_module(root / name, module, module.config.to_dict())
-        write_json(root / "model_index.json", {
-            "_class_name": type(self).__name__,
-            "transformer": ["mmspec.models.lpd", "LPD"],
-            "vqvae": ["mmspec.tokenizers.llamagen_vq", "LlamaGenVQ"],
-            **({"classifier": ["mmspec.metrics.classifier", "ShapesClassifier"]} if self.classifier is not None else {}),
-            "class_names": self._class_names,
-            "default_sampling": self._saved_sampling,
-            "repulsion": self.repulsion,
-            "guidance_schedule": self.guidance_schedule,
-            **self.metadata,
-        })
 
     # --- the call ----------------------------------------------------------------------
 

@@ -34,21 +34,12 @@ from pathlib import Path
 
 import torch
 
-from mmspec.utils.checkpoint import check_finite
 from mmspec.decoding.config import DecodingConfig
 from mmspec.models.chameleon import STYLES, ChameleonCondition, ChameleonImageGenerator, load_chameleon
-from mmspec.pipelines.pipeline_utils import (
-    TransformersImagePipeline,
-    as_prompts,
-    check_images_per_prompt,
-    images_within_budget,
-    load_transformers,
-    pop_dtype,
-    read_index,
-    resolve_sampling,
-    sampling_config,
-)
-from mmspec.utils.json_files import write_json
+from mmspec.pipelines.base import TransformersImagePipeline
+from mmspec.pipelines.checks import as_prompts, check_images_per_prompt, images_within_budget, resolve_sampling, sampling_config
+from mmspec.pipelines.components import self_saving, transformers_model, transformers_processor
+from mmspec.pipelines.loading import pop_dtype
 from mmspec.tokenizers.chameleon_vqgan import ChameleonVQGANDecoder
 
 # Lumina-mGPT's README: `create_logits_processor(cfg=4.0, image_top_k=2000)`, temperature 1.0
@@ -78,10 +69,14 @@ class LuminaMGPTPipeline(TransformersImagePipeline):
     safetensors) and a `model_index.json` holding the style and the default size.
     """
 
-    model_class_name = "ChameleonForConditionalGeneration"
-    processor_class_name = "AutoTokenizer"
+    declared_components = {
+        # Lumina-mGPT's own folders need `load_chameleon` (per-shard query/key norms)
+        "model": transformers_model("ChameleonForConditionalGeneration", load=load_chameleon),
+        "processor": transformers_processor("AutoTokenizer"),
+        "vqgan": self_saving(ChameleonVQGANDecoder),
+    }
     family_sampling = DEFAULT_SAMPLING
-    index_settings = ("style", "height", "width")
+    config_attributes = {"style": "style", "height": "height", "width": "width"}
 
     def __init__(self, model, processor, vqgan: ChameleonVQGANDecoder, style: str = "lumina",
                  height: int | None = None, width: int | None = None):
@@ -99,21 +94,12 @@ class LuminaMGPTPipeline(TransformersImagePipeline):
     # --- loading and saving ------------------------------------------------------------
 
     @classmethod
-    def _load_parts(cls, model_folder: Path, processor_folder: Path, dtype, vqgan) -> tuple:
-        from transformers import AutoTokenizer
-
-        model = load_transformers(lambda f, **kw: load_chameleon(f, **kw), model_folder, **({} if dtype is None else {"dtype": dtype}))
-        check_finite(model.named_parameters(), str(model_folder))
-        tokenizer = load_transformers(AutoTokenizer.from_pretrained, processor_folder)
-        return model, tokenizer, vqgan
-
-    @classmethod
     def from_transformers(cls, name_or_path: str | Path, vqgan: str | Path | None = None, **kwargs):
         """Builds the pipeline from a checkpoint folder in Lumina-mGPT's or Anole's Hugging
         Face layout (model and tokenizer) and Meta's VQGAN: `vqgan` is a folder holding
         `vqgan.yaml` and `vqgan.ckpt` (default: the checkpoint folder or its `tokenizer/`).
         `style`, `height` and `width` may be given; `torch_dtype` (or `dtype`) casts the model."""
-        settings = {k: kwargs.pop(k) for k in cls.index_settings if k in kwargs}
+        settings = {k: kwargs.pop(k) for k in cls.config_attributes if k in kwargs}
         dtype = pop_dtype(cls, kwargs)
         folder = Path(name_or_path)
         if not (folder / "config.json").is_file():
@@ -124,30 +110,8 @@ class LuminaMGPTPipeline(TransformersImagePipeline):
             raise ValueError(f"no Chameleon VQGAN (vqgan.yaml + vqgan.ckpt) in {where}; pass vqgan= the folder of Meta's "
                              "tokenizer files (Lumina-mGPT keeps them in ckpts/chameleon/tokenizer)")
         decoder = ChameleonVQGANDecoder.from_checkpoint(*found)
-        return cls(*cls._load_parts(folder, folder, dtype, decoder), **settings)
-
-    @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path: str | Path, **kwargs):
-        """Loads a directory written by `save_pretrained`, the model cast to `torch_dtype`
-        (or `dtype`) when given; other keywords are refused."""
-        dtype = pop_dtype(cls, kwargs)
-        root, index = read_index(pretrained_model_name_or_path, cls)
-        decoder = ChameleonVQGANDecoder.from_pretrained(root / "vqgan")
-        return cls(*cls._load_parts(root / "model", root / "processor", dtype, decoder),
-                   **{k: index.get(k) for k in cls.index_settings})
-
-    def save_pretrained(self, save_directory: str | Path, **kwargs) -> None:
-        root = Path(save_directory)
-        self.model.save_pretrained(root / "model")
-        self.processor.save_pretrained(root / "processor")
-        self.vqgan.save_pretrained(root / "vqgan")
-        write_json(root / "model_index.json", {
-            "_class_name": type(self).__name__,
-            "model": ["transformers", self.model_class_name],
-            "processor": ["transformers", self.processor_class_name],
-            "vqgan": ["mmspec.tokenizers.chameleon_vqgan", "ChameleonVQGANDecoder"],
-            **{k: getattr(self, k) for k in self.index_settings},
-        })
+        model, processor = (cls.declared_components[name].load(folder, dtype) for name in ("model", "processor"))
+        return cls(model, processor, decoder, **settings)
 
     # --- sizes ---------------------------------------------------------------------------
 

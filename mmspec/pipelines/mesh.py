@@ -14,17 +14,15 @@ from __future__ import annotations
 import numbers
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 import trimesh
-from diffusers import DiffusionPipeline
 from diffusers.utils import BaseOutput
 
 from mmspec.assets import MESH_ASSETS, pipeline_path  # MESH_ASSETS re-exported: the shipped model
-from mmspec.utils.checkpoint import check_finite
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.drafts import Copy, FirstOf, Lookup, Random
 from mmspec.decoding.generate import generate
@@ -32,20 +30,11 @@ from mmspec.decoding.names import parse_name
 from mmspec.decoding.stats import DecodeStats
 from mmspec.metrics.mesh_classifier import MeshClassifier, MeshClassifierConfig
 from mmspec.models.mesh_opt import MeshXLModel, mesh_prompts
-from mmspec.pipelines.pipeline_utils import (
-    KV_CACHE_BUDGET_BYTES,
-    check_decoding_memory,
-    check_generator,
-    load_module,
-    load_transformers,
-    pop_dtype,
-    read_index,
-    resolve_sampling,
-    sampling_config,
-    save_module,
-    StepCallback,
-)
-from mmspec.utils.json_files import read_json, write_json
+from mmspec.pipelines.base import MMSpecPipeline, StepCallback
+from mmspec.pipelines.checks import KV_CACHE_BUDGET_BYTES, check_decoding_memory, check_generator, sampling_config
+from mmspec.pipelines.components import own_module, transformers_model
+from mmspec.pipelines.loading import pop_dtype
+from mmspec.utils.json_files import read_json
 from mmspec.tokenizers.mesh import EOS, PAD, TOKENS_PER_FACE, VOCAB_SIZE, tokens_to_mesh
 
 DEFAULT_MAX_FACES = 48
@@ -54,7 +43,17 @@ DEFAULT_MAX_FACES = 48
 # (consecutive faces often share their first vertex), else uniform
 FACE_LOOKUP = FirstOf((Lookup(), Copy("face"), Random()))
 MESH_DRAFTERS = {"lookup": "lookup", "face-lookup": FACE_LOOKUP}
-INDEX_KEYS = ("_class_name", "model", "classifier", "class_names", "class_token_offset", "default_sampling", "max_faces")
+OPT_MODEL = transformers_model("OPTForCausalLM", attn_implementation="sdpa")
+
+
+def load_mesh_model(folder: Path, dtype: torch.dtype | None):
+    """The OPT of a MeshXL-format folder, its `config.json` required first (a bare folder
+    without one is no mesh model)."""
+    read_json(folder / "config.json", "MeshXL model (OPT config.json)")
+    return OPT_MODEL.load(folder, dtype)
+
+
+MESH_MODEL = replace(OPT_MODEL, load=load_mesh_model)
 
 
 def mesh_decoding(decoding: str | DecodingConfig, window: int | None = None) -> DecodingConfig:
@@ -97,7 +96,7 @@ class MeshPipelineOutput(BaseOutput):
     problems: list[str | None]
 
 
-class MeshPipeline(DiffusionPipeline):
+class MeshPipeline(MMSpecPipeline):
     """An OPT over MeshXL sequences (`model`), its class names when class-conditional, and
     optionally the point-cloud classifier that judges the shipped model's meshes.
 
@@ -116,6 +115,11 @@ class MeshPipeline(DiffusionPipeline):
 
     model_cpu_offload_seq = "model"
     _optional_components = ["classifier"]
+    declared_components = {"model": MESH_MODEL, "classifier": own_module(MeshClassifier, MeshClassifierConfig, "mesh classifier")}
+    config_attributes = {"class_names": "class_names", "class_token_offset": "class_token_offset",
+                         "default_sampling": "_saved_sampling", "max_faces": "max_faces"}
+    keeps_metadata = True
+    family_sampling = {"guidance_scale": 1.0}
 
     def __init__(self, model, classifier: MeshClassifier | None = None, class_names: list[str] | None = None,
                  class_token_offset: int = VOCAB_SIZE, default_sampling: dict | None = None,
@@ -132,8 +136,7 @@ class MeshPipeline(DiffusionPipeline):
             raise ValueError(f"a MeshXL model has at least {VOCAB_SIZE} ids; this one has {vocab}")
         self.class_names = None if class_names is None else list(class_names)
         self.class_token_offset = class_token_offset
-        self._saved_sampling = dict(default_sampling or {})
-        self.default_sampling = resolve_sampling({"guidance_scale": 1.0}, self._saved_sampling)
+        self.keep_default_sampling(default_sampling)
         self.max_faces = check_max_faces(min(DEFAULT_MAX_FACES, face_limit(model)) if max_faces is None else max_faces, model)
         self.metadata = dict(metadata or {})
 
@@ -164,42 +167,15 @@ class MeshPipeline(DiffusionPipeline):
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: str | Path, **kwargs) -> "MeshPipeline":
         """Loads a saved pipeline (the shipped model: `MESH_ASSETS`) or a bare MeshXL-format
-        folder, cast to `torch_dtype` (or `dtype`) when given."""
-        from transformers import OPTForCausalLM
-
-        dtype = pop_dtype(cls, kwargs)
+        folder (unconditional), cast to `torch_dtype` (or `dtype`) when given."""
         root = pipeline_path(pretrained_model_name_or_path)
         if not root.is_dir():
             raise ValueError(f"{root} is not a directory holding a mesh model")
-        index = read_index(root, cls)[1] if (root / "model_index.json").exists() else {}
-        folder = root / "model" if index else root
-        read_json(folder / "config.json", "MeshXL model (OPT config.json)")
-        model = load_transformers(OPTForCausalLM.from_pretrained, folder, attn_implementation="sdpa",
-                                  **({} if dtype is None else {"dtype": dtype}))
-        check_finite(model.named_parameters(), str(folder))
-        classifier = None
-        if (root / "classifier").is_dir():
-            classifier = load_module(root / "classifier", MeshClassifier, MeshClassifierConfig, "mesh classifier")
-        metadata = {k: v for k, v in index.items() if k not in INDEX_KEYS}
-        return cls(model.eval(), classifier, index.get("class_names"), index.get("class_token_offset", VOCAB_SIZE),
-                   index.get("default_sampling"), index.get("max_faces"), metadata)
-
-    def save_pretrained(self, save_directory: str | Path, **kwargs) -> None:
-        """Writes `model/` (MeshXL format), `classifier/` and `model_index.json`."""
-        root = Path(save_directory)
-        self.model.save_pretrained(root / "model")
-        if self.classifier is not None:
-            save_module(root / "classifier", self.classifier, self.classifier.config.to_dict())
-        write_json(root / "model_index.json", {
-            "_class_name": type(self).__name__,
-            "model": ["transformers", "OPTForCausalLM"],
-            **({"classifier": ["mmspec.metrics.mesh_classifier", "MeshClassifier"]} if self.classifier is not None else {}),
-            "class_names": self.class_names,
-            "class_token_offset": self.class_token_offset,
-            "default_sampling": self._saved_sampling,
-            "max_faces": self.max_faces,
-            **self.metadata,
-        })
+        if (root / "model_index.json").exists():
+            return super().from_pretrained(root, **kwargs)
+        model = MESH_MODEL.load(root, pop_dtype(cls, kwargs))
+        classifier = cls.declared_components["classifier"]
+        return cls(model, classifier.load(root / "classifier", None) if (root / "classifier").is_dir() else None)
 
     # --- the call ----------------------------------------------------------------------
 

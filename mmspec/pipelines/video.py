@@ -34,24 +34,13 @@ from mmspec.decoding.stats import DecodeStats
 from mmspec.io.images import to_pil, to_uint8
 from mmspec.metrics.video import VideoClassifier, VideoClassifierConfig
 from mmspec.models.video_llamagen import VideoLlamaGen, VideoLlamaGenConfig
-from mmspec.pipelines.llamagen import LlamaGenPipeline, as_class_labels
-from mmspec.pipelines.pipeline_utils import (
-    TokenImagePipeline,
-    check_images_per_prompt,
-    images_within_budget,
-    load_module,
-    pop_dtype,
-    read_index,
-    resolve_sampling,
-    sampling_config,
-    save_module,
-)
-from mmspec.utils.json_files import write_json
-from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
+from mmspec.pipelines.llamagen import VQVAE, LlamaGenPipeline, as_class_labels
+from mmspec.pipelines.base import TokenImagePipeline
+from mmspec.pipelines.checks import check_images_per_prompt, images_within_budget, sampling_config
+from mmspec.pipelines.components import own_module
+from mmspec.tokenizers.llamagen_vq import LlamaGenVQ
 from mmspec.io.video import save_video
 
-# model_index.json entries the pipeline reads itself; any other is `metadata`
-INDEX_KEYS = ("_class_name", "transformer", "vqvae", "classifier", "class_names", "default_sampling")
 DEFAULT_FPS = 8
 
 
@@ -86,6 +75,14 @@ class VideoPipeline(TokenImagePipeline):
 
     model_cpu_offload_seq = "transformer->vqvae"
     _optional_components = ["classifier"]
+    declared_components = {
+        "transformer": own_module(VideoLlamaGen, VideoLlamaGenConfig, "video LlamaGen"),
+        "vqvae": VQVAE,
+        "classifier": own_module(VideoClassifier, VideoClassifierConfig, "video classifier"),
+    }
+    config_attributes = {"class_names": "_class_names", "default_sampling": "_saved_sampling"}
+    keeps_metadata = True
+    cast_after_loading = True
     condition_kind = "class"
 
     def __init__(self, transformer: VideoLlamaGen, vqvae: LlamaGenVQ, classifier: VideoClassifier | None = None,
@@ -93,8 +90,7 @@ class VideoPipeline(TokenImagePipeline):
         super().__init__()
         self.register_modules(transformer=transformer, vqvae=vqvae, classifier=classifier)
         self._class_names = LlamaGenPipeline._checked_class_names(class_names, transformer.config)
-        self._saved_sampling = dict(default_sampling or {})
-        self._default_sampling = resolve_sampling({}, self._saved_sampling)
+        self.keep_default_sampling(default_sampling)
         self.metadata = dict(metadata or {})
 
     # --- what a front end reads ----------------------------------------------------------
@@ -122,10 +118,6 @@ class VideoPipeline(TokenImagePipeline):
     def fps(self) -> int:
         return int(self.metadata.get("fps", DEFAULT_FPS))
 
-    @property
-    def default_sampling(self) -> dict:
-        return dict(self._default_sampling)
-
     def decoding_layout(self, grid: tuple[int, int]) -> TokenLayout:
         """Frames of `frame_grid` on the axes (frame, row, col), as many as `grid` rows hold."""
         rows, cols = self.frame_grid
@@ -134,40 +126,6 @@ class VideoPipeline(TokenImagePipeline):
     def max_images_for(self, grid: tuple[int, int]) -> int:
         c = self.transformer.config
         return images_within_budget(c.n_layer, c.kv_heads, c.head_dim, c.cls_token_num + grid[0] * grid[1], self.transformer.dtype)
-
-    # --- loading and saving --------------------------------------------------------------
-
-    @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path: str | Path, **kwargs) -> "VideoPipeline":
-        """Loads a directory written by `save_pretrained` (the shipped model:
-        `mmspec.assets.VIDEO_ASSETS`), cast to `torch_dtype` (or `dtype`) when given."""
-        dtype = pop_dtype(cls, kwargs)
-        root, index = read_index(pretrained_model_name_or_path, cls)
-        transformer = load_module(root / "transformer", VideoLlamaGen, VideoLlamaGenConfig, "video LlamaGen")
-        vqvae = load_module(root / "vqvae", LlamaGenVQ, VQConfig, "LlamaGen VQ")
-        classifier = None
-        if (root / "classifier").is_dir():
-            classifier = load_module(root / "classifier", VideoClassifier, VideoClassifierConfig, "video classifier")
-        metadata = {k: v for k, v in index.items() if k not in INDEX_KEYS}
-        pipe = cls(transformer, vqvae, classifier, index.get("class_names"), index.get("default_sampling"), metadata)
-        return pipe if dtype is None else pipe.to(dtype)
-
-    def save_pretrained(self, save_directory: str | Path, **kwargs) -> None:
-        """Writes every component (safetensors + JSON config each) and `model_index.json`."""
-        root = Path(save_directory)
-        modules = {"transformer": self.transformer, "vqvae": self.vqvae, "classifier": self.classifier}
-        for name, module in modules.items():
-            if module is not None:
-                save_module(root / name, module, module.config.to_dict())
-        write_json(root / "model_index.json", {
-            "_class_name": type(self).__name__,
-            "transformer": ["mmspec.models.video_llamagen", "VideoLlamaGen"],
-            "vqvae": ["mmspec.tokenizers.llamagen_vq", "LlamaGenVQ"],
-            **({"classifier": ["mmspec.metrics.video", "VideoClassifier"]} if self.classifier is not None else {}),
-            "class_names": self._class_names,
-            "default_sampling": self._saved_sampling,
-            **self.metadata,
-        })
 
     # --- the call ----------------------------------------------------------------------
 
