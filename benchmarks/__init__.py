@@ -5,7 +5,7 @@ benchmarks/<name>.py`), writing their tables to `benchmarks/results/`:
   lpd, lumina_mgpt, default_model_quality, wall_time) and the loop, GPU and
   kernel timings loop_ops, gpu_e2e and gpu_verify_check;
 - `perf/`: performance tools (engine memory, the original LlamaGen's AR beside mmspec's,
-  no_grad against inference mode);
+  no_grad against inference mode, eager against torch.compile);
 - `studies/`: one-off analyses behind a choice or a finding recorded in docs/.
 
 A package only so that the tests import the scripts by name (`benchmarks.studies.video_ceiling`).

@@ -1,2 +1,2 @@
-"""Performance tools: memory of the engine, the original code's AR beside mmspec's, no_grad against inference mode
-(see benchmarks/__init__.py)."""
+"""Performance tools: memory of the engine, the original code's AR beside mmspec's, no_grad against inference mode,
+eager against torch.compile (see benchmarks/__init__.py)."""
