@@ -46,7 +46,7 @@ from mmspec.decoding.auto import describe_choices  # noqa: E402
 from mmspec.decoding.generate import generate  # noqa: E402
 from mmspec.decoding.loop.jacobi import JacobiLoop, extra_positions  # noqa: E402
 from mmspec.decoding.loop.stopping import Stopping  # noqa: E402
-from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT  # noqa: E402
+from mmspec.models.networks.llamagen import LlamaGenConfig, LlamaGenGPT  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 SIZES = {  # LlamaGen's GPT-B, L and XL; "tiny" for a smoke run

@@ -35,7 +35,7 @@ _EXPORTS = {
     "load_pipeline": "mmspec.pipelines",
     "generate_text": "mmspec.pipelines.text",
     "CUSTOM_GENERATE": "mmspec.pipelines.text",
-    "TransformersLM": "mmspec.models.transformers_lm",
+    "TransformersLM": "mmspec.models.adapters.transformers_lm",
 }
 
 __all__ = sorted(_EXPORTS)

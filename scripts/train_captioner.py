@@ -42,8 +42,8 @@ from tqdm import tqdm
 
 from mmspec.datasets.shape_captions import COLOUR_NAMES, SIZES, caption, caption_correct, load_scenes, render_scenes
 from mmspec.datasets.shapes import NUM_CLASSES
-from mmspec.models.captioner import (IMAGE_TOKENS, PROMPT, STYLE_PROMPT, build_processor, captioner_config, default_prompt,
-                                     draft_texts, train_tokenizer)
+from mmspec.models.networks.captioner import (IMAGE_TOKENS, PROMPT, STYLE_PROMPT, build_processor, captioner_config,
+                                              default_prompt, draft_texts, train_tokenizer)
 from scripts._training import Stage, script_parser, start
 
 ASSETS = Path(__file__).resolve().parents[1] / "mmspec" / "assets" / "captioner"

@@ -47,7 +47,7 @@ from safetensors.torch import save_file
 from mmspec.assets import DEFAULT_ASSETS
 from mmspec.datasets.shapes import CLASS_NAMES, IMAGE_SIZE, NUM_CLASSES, load_split
 from mmspec.metrics.classifier import ClassifierConfig, ShapesClassifier, random_blur
-from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
+from mmspec.models.networks.llamagen import LlamaGenConfig, LlamaGenGPT
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
 from scripts._training import SAVE_EVERY_S, Stage, bf16, cached_chunks, script_parser, start, train_classifier_stage
 

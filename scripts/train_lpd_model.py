@@ -36,7 +36,7 @@ from mmspec.assets import DEFAULT_ASSETS, LPD_ASSETS
 from mmspec.datasets.shapes import CLASS_NAMES, NUM_CLASSES, load_split
 from mmspec.decoding.lpd import GUIDANCE_SCHEDULES
 from mmspec.decoding.orders import GROUP_SIZES, LocalityOrder, ramp_group_sizes
-from mmspec.models.lpd import LPD, LPDConfig
+from mmspec.models.networks.lpd import LPD, LPDConfig
 from mmspec.pipelines import load_pipeline
 from scripts._training import Stage, bf16, script_parser, start
 from scripts.train_default_model import encode_tokens  # the raster model's token cache

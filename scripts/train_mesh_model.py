@@ -34,7 +34,7 @@ from transformers import OPTForCausalLM
 from mmspec.assets import MESH_ASSETS
 from mmspec.datasets.meshes import CLASS_NAMES, NUM_CLASSES, SPLIT_SEEDS, sample_mesh
 from mmspec.metrics.mesh_classifier import MeshClassifier, MeshClassifierConfig, sample_points
-from mmspec.models.mesh_opt import mesh_opt_config
+from mmspec.models.adapters.mesh_opt import mesh_opt_config
 from mmspec.tokenizers.mesh import PAD, VOCAB_SIZE, mesh_to_tokens
 from scripts._training import Stage, script_parser, start, train_classifier_stage
 

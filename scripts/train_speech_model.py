@@ -40,7 +40,7 @@ import transformers as tf
 from mmspec.assets import SPEECH_ASSETS
 from mmspec.datasets.spoken_digits import CLIP_SAMPLES, WORDS, load_split
 from mmspec.metrics.spoken_words import WordClassifier, WordClassifierConfig
-from mmspec.models.musicgen import WordCondition, delay_pattern
+from mmspec.models.adapters.musicgen import WordCondition, delay_pattern
 from mmspec.tokenizers.audio_codec import MelCodec, MelCodecConfig
 from scripts._training import Stage, cached_chunks, script_parser, start, train_classifier_stage
 

@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from mmspec.assets import VIDEO_ASSETS
 from mmspec.datasets.moving_shapes import CLASS_NAMES, FRAME_SIZE, NUM_CLASSES, NUM_FRAMES, load_split
 from mmspec.metrics.video import VideoClassifier, VideoClassifierConfig
-from mmspec.models.video_llamagen import VideoLlamaGen, VideoLlamaGenConfig
+from mmspec.models.networks.video_llamagen import VideoLlamaGen, VideoLlamaGenConfig
 from mmspec.pipelines.video import VideoPipeline
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ
 from scripts._training import SAVE_EVERY_S, Stage, bf16, cached_chunks, script_parser, start, train_classifier_stage

@@ -6,7 +6,7 @@ import torch
 from safetensors.torch import save_file
 
 from mmspec.utils.checkpoint import read_state_dict
-from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
+from mmspec.models.networks.llamagen import LlamaGenConfig, LlamaGenGPT
 
 TINY = LlamaGenConfig(dim=32, n_layer=1, n_head=2, vocab_size=16, block_size=4, num_classes=3)
 

@@ -11,7 +11,7 @@ from mmspec.assets import DEFAULT_ASSETS
 from mmspec.pipelines.llamagen import load_default
 from mmspec.datasets.shapes import CLASS_NAMES
 from mmspec.decoding.generate import generate
-from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
+from mmspec.models.networks.llamagen import LlamaGenConfig, LlamaGenGPT
 from mmspec.pipelines.llamagen import LlamaGenPipeline
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
 

@@ -292,7 +292,7 @@ def test_captioner_branches_past_the_vocabulary_are_refused(pipes):
 def test_config_fields_of_the_wrong_type_are_refused(field, value):
     """`"n_layer": "6"` gave a TypeError deep in the constructor; a boolean or a negative
     count was taken as a size."""
-    from mmspec.models.llamagen import LlamaGenConfig
+    from mmspec.models.networks.llamagen import LlamaGenConfig
 
     with pytest.raises(ValueError, match=f"field '{field}' must be"):
         LlamaGenConfig.from_dict({"dim": 64, "n_head": 4, "n_layer": 2, field: value})
@@ -300,7 +300,7 @@ def test_config_fields_of_the_wrong_type_are_refused(field, value):
 
 def test_config_fields_of_the_right_type_load():
     """An int where a float is declared (JSON writes 10000 for 10000.0) and null for an optional field load."""
-    from mmspec.models.llamagen import LlamaGenConfig
+    from mmspec.models.networks.llamagen import LlamaGenConfig
 
     config = LlamaGenConfig.from_dict({"dim": 64, "n_head": 4, "n_layer": 2, "rope_base": 10000, "n_kv_head": None})
     assert config.rope_base == 10000 and config.kv_heads == 4

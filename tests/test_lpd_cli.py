@@ -5,7 +5,7 @@ import torch
 
 from mmspec.assets import DEFAULT_ASSETS
 from mmspec.commands.cli import main
-from mmspec.models.lpd import LPD, LPDConfig
+from mmspec.models.networks.lpd import LPD, LPDConfig
 from mmspec.pipelines import load_pipeline
 from mmspec.pipelines.lpd import LPDPipeline
 

@@ -5,7 +5,7 @@ import torch
 from transformers import OPTForCausalLM
 
 from mmspec.commands.cli import main
-from mmspec.models.mesh_opt import mesh_opt_config
+from mmspec.models.adapters.mesh_opt import mesh_opt_config
 from mmspec.pipelines.mesh import MeshPipeline
 
 

@@ -9,7 +9,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 import mmspec
 from mmspec.core.sampling import SamplingConfig
 from mmspec.metrics.losslessness import all_sequences, chi_square, sequence_counts, sequence_probs
-from mmspec.models.transformers_lm import TransformersLM
+from mmspec.models.adapters.transformers_lm import TransformersLM
 from mmspec.pipelines.text import generate_text
 
 EOS = 0

@@ -7,7 +7,7 @@ import shutil
 import pytest
 import torch
 
-from mmspec.models.musicgen import delay_pattern, undelay
+from mmspec.models.adapters.musicgen import delay_pattern, undelay
 from scripts import train_speech_model as script
 
 

@@ -15,7 +15,7 @@ from mmspec.apps.demo import TABLE_HEADERS
 from mmspec.runs.batch import MAX_SEED
 from mmspec.decoding.config import DecodingConfig
 from mmspec.io.images import commit_heatmap
-from mmspec.models.musicgen import undelay
+from mmspec.models.adapters.musicgen import undelay
 from mmspec.pipelines.checks import sampling_config
 
 FAST_METHODS = {  # label -> decoding

@@ -9,7 +9,7 @@ is applied to every position, which is exactly what AR decoding sampled from.
 
 Example:
     >>> import torch
-    >>> from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
+    >>> from mmspec.models.networks.llamagen import LlamaGenConfig, LlamaGenGPT
     >>> from mmspec.core.sampling import SamplingConfig
     >>> model = LlamaGenGPT(LlamaGenConfig(dim=64, n_layer=2, n_head=4, vocab_size=64, block_size=16, num_classes=10))
     >>> stats = token_statistics(model, torch.tensor([1, 2]), torch.zeros(2, 16, dtype=torch.long), SamplingConfig())

@@ -28,7 +28,7 @@ from mmspec.utils.checkpoint import check_fits_memory, load_into, read_state_dic
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.stats import DecodeStats
 from mmspec.metrics.spoken_words import WordClassifier, WordClassifierConfig
-from mmspec.models.musicgen import MusicgenLM, WordCondition
+from mmspec.models.adapters.musicgen import MusicgenLM, WordCondition
 from mmspec.pipelines.base import MMSpecPipeline
 from mmspec.pipelines.checks import as_prompts, check_decoding_memory, check_generator, sampling_config
 from mmspec.pipelines.components import Component, own_module, self_saving, transformers_model

@@ -4,8 +4,9 @@ own subfolder.
 
 A pipeline loads the classes it declares, never one a file names: the `[module, class]` a
 saved `model_index.json` gives a component is only checked against the declared one (after
-`MOVED_MODULES` maps the paths of modules that have moved), so nothing read from a folder
-chooses the code that runs. Weights load with `weights_only=True` or from safetensors.
+`mmspec.models.MOVED_MODULES` maps the old paths of modules that have moved, so folders
+saved before a move still load), so nothing read from a folder chooses the code that runs.
+Weights load with `weights_only=True` or from safetensors.
 """
 
 from __future__ import annotations
@@ -17,11 +18,9 @@ from typing import Any
 
 import torch
 
+from mmspec.models import MOVED_MODULES
 from mmspec.pipelines.loading import load_module, load_transformers, save_module
 from mmspec.utils.checkpoint import check_finite
-
-# module paths that saved pipelines name and that have since moved: old path -> new path
-MOVED_MODULES: dict[str, str] = {}
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import torch
 
 from mmspec.decoding.config import DecodingConfig
-from mmspec.models.emu3 import Emu3Condition, Emu3ImageGenerator
+from mmspec.models.adapters.emu3 import Emu3Condition, Emu3ImageGenerator
 from mmspec.pipelines.base import TransformersImagePipeline, to_signed_pixels
 from mmspec.pipelines.checks import as_prompts, check_images_per_prompt, sampling_config
 from mmspec.pipelines.components import transformers_model, transformers_processor

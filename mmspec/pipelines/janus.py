@@ -15,7 +15,7 @@ from collections.abc import Callable
 import torch
 
 from mmspec.decoding.config import DecodingConfig
-from mmspec.models.janus import JanusCondition, JanusImageGenerator
+from mmspec.models.adapters.janus import JanusCondition, JanusImageGenerator
 from mmspec.pipelines.base import TransformersImagePipeline, to_signed_pixels
 from mmspec.pipelines.checks import as_prompts, check_images_per_prompt, sampling_config
 from mmspec.pipelines.components import transformers_model, transformers_processor

@@ -21,7 +21,7 @@ from mmspec.assets import DEFAULT_ASSETS
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.config import DecodingConfig
 from mmspec.metrics.classifier import ClassifierConfig, ShapesClassifier
-from mmspec.models.llamagen import CaptionCondition, LlamaGenConfig, LlamaGenGPT
+from mmspec.models.networks.llamagen import CaptionCondition, LlamaGenConfig, LlamaGenGPT
 from mmspec.pipelines.base import TokenImagePipeline
 from mmspec.pipelines.checks import as_prompts, check_images_per_prompt, images_within_budget, sampling_config
 from mmspec.pipelines.components import own_module, transformers_model, transformers_processor

@@ -20,7 +20,7 @@ from mmspec.decoding.config import DecodingConfig, LPDDecoding, as_lpd_decoding
 from mmspec.decoding.lpd import check_guidance_schedule
 from mmspec.decoding.orders import LocalityOrder
 from mmspec.metrics.classifier import ShapesClassifier
-from mmspec.models.lpd import LPD, LPDConfig
+from mmspec.models.networks.lpd import LPD, LPDConfig
 from mmspec.pipelines.llamagen import SHAPES_CLASSIFIER, VQVAE, as_class_labels
 from mmspec.pipelines.base import TokenImagePipeline
 from mmspec.pipelines.checks import check_images_per_prompt, images_within_budget, sampling_config

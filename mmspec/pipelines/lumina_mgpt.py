@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 
 from mmspec.decoding.config import DecodingConfig
-from mmspec.models.chameleon import STYLES, ChameleonCondition, ChameleonImageGenerator, load_chameleon
+from mmspec.models.adapters.chameleon import STYLES, ChameleonCondition, ChameleonImageGenerator, load_chameleon
 from mmspec.pipelines.base import TransformersImagePipeline
 from mmspec.pipelines.checks import as_prompts, check_images_per_prompt, images_within_budget, resolve_sampling, sampling_config
 from mmspec.pipelines.components import self_saving, transformers_model, transformers_processor

@@ -29,7 +29,7 @@ from mmspec.decoding.generate import generate
 from mmspec.decoding.names import parse_name
 from mmspec.decoding.stats import DecodeStats
 from mmspec.metrics.mesh_classifier import MeshClassifier, MeshClassifierConfig
-from mmspec.models.mesh_opt import MeshXLModel, mesh_prompts
+from mmspec.models.adapters.mesh_opt import MeshXLModel, mesh_prompts
 from mmspec.pipelines.base import MMSpecPipeline, StepCallback
 from mmspec.pipelines.checks import KV_CACHE_BUDGET_BYTES, check_decoding_memory, check_generator, sampling_config
 from mmspec.pipelines.components import own_module, transformers_model
@@ -229,7 +229,7 @@ class MeshPipeline(MMSpecPipeline):
             max_faces (`int`, *optional*): faces per mesh at most (default: the pipeline's).
             window (`int`, *optional*, defaults to 16; auto: chosen): Jacobi draft window.
             constrain (`bool`, defaults to True): allow only coordinates, and `<eos>` at face
-                starts (see `mmspec.models.mesh_opt`); False samples the model unmasked.
+                starts (see `mmspec.models.adapters.mesh_opt`); False samples the model unmasked.
             generator (`torch.Generator` or `list[torch.Generator]`, *optional*): the source of
                 every random draw; a list gives one per mesh (meshes are then decoded one by one).
             return_dict (`bool`, defaults to True): a `MeshPipelineOutput`, else

@@ -25,7 +25,7 @@ from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.generate import as_decoding, generate
 from mmspec.decoding.schedules import Raster
 from mmspec.decoding.stats import DecodeStats
-from mmspec.models.transformers_lm import VISION_INPUTS, TransformersLM
+from mmspec.models.adapters.transformers_lm import VISION_INPUTS, TransformersLM
 
 CUSTOM_GENERATE = str(Path(__file__).parents[1] / "hf_generate")
 SETTINGS = ("max_new_tokens", "max_length", "min_new_tokens", "do_sample", "temperature", "top_k", "top_p",

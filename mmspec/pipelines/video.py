@@ -33,7 +33,7 @@ from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.stats import DecodeStats
 from mmspec.io.images import to_pil, to_uint8
 from mmspec.metrics.video import VideoClassifier, VideoClassifierConfig
-from mmspec.models.video_llamagen import VideoLlamaGen, VideoLlamaGenConfig
+from mmspec.models.networks.video_llamagen import VideoLlamaGen, VideoLlamaGenConfig
 from mmspec.pipelines.llamagen import VQVAE, LlamaGenPipeline, as_class_labels
 from mmspec.pipelines.base import TokenImagePipeline
 from mmspec.pipelines.checks import check_images_per_prompt, images_within_budget, sampling_config

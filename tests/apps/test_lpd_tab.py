@@ -5,7 +5,7 @@ gr = pytest.importorskip("gradio", reason="the demo needs the [demo] extra")
 
 from mmspec.apps.lpd_tab import build_lpd_tab, compare_orders  # noqa: E402
 from mmspec.assets import DEFAULT_ASSETS  # noqa: E402
-from mmspec.models.lpd import LPD, LPDConfig  # noqa: E402
+from mmspec.models.networks.lpd import LPD, LPDConfig  # noqa: E402
 from mmspec.pipelines import load_pipeline  # noqa: E402
 from mmspec.pipelines.lpd import LPDPipeline  # noqa: E402
 

@@ -8,7 +8,7 @@ from transformers import OPTForCausalLM  # noqa: E402
 
 from mmspec.apps.demo import TABS  # noqa: E402
 from mmspec.apps.mesh_tab import build_mesh_tab, compare_meshes  # noqa: E402
-from mmspec.models.mesh_opt import mesh_opt_config  # noqa: E402
+from mmspec.models.adapters.mesh_opt import mesh_opt_config  # noqa: E402
 from mmspec.pipelines.mesh import MeshPipeline  # noqa: E402
 
 

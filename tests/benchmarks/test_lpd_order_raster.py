@@ -6,7 +6,7 @@ import torch
 from benchmarks.studies import lpd_order_raster
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.orders import LocalityOrder
-from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
+from mmspec.models.networks.llamagen import LlamaGenConfig, LlamaGenGPT
 
 
 class Recorder(torch.nn.Module):

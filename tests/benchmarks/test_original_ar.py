@@ -14,7 +14,7 @@ from torch import nn
 from benchmarks.perf import original_ar
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.generate import generate
-from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
+from mmspec.models.networks.llamagen import LlamaGenConfig, LlamaGenGPT
 
 LLAMAGEN_REPO = os.environ.get("LLAMAGEN_REPO")
 needs_repo = pytest.mark.skipif(

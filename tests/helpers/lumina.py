@@ -11,7 +11,7 @@ import transformers as tf
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-from mmspec.models.chameleon import expand_qk_norms
+from mmspec.models.adapters.chameleon import expand_qk_norms
 from mmspec.tokenizers.chameleon_vqgan import ChameleonVQGANDecoder, VQGANConfig
 from tests.helpers import FIXTURES
 

@@ -2,8 +2,8 @@
 
 import torch
 
-from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
-from mmspec.models.video_llamagen import VideoLlamaGen, VideoLlamaGenConfig
+from mmspec.models.networks.llamagen import LlamaGenConfig, LlamaGenGPT
+from mmspec.models.networks.video_llamagen import VideoLlamaGen, VideoLlamaGenConfig
 from mmspec.pipelines.llamagen import LlamaGenPipeline
 from mmspec.pipelines.video import VideoPipeline
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig

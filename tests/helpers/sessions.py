@@ -79,7 +79,7 @@ def sharpen(*weights: torch.Tensor, std: float = 0.5) -> None:
 
 
 def llamagen_c2i() -> SessionCase:
-    from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
+    from mmspec.models.networks.llamagen import LlamaGenConfig, LlamaGenGPT
 
     torch.manual_seed(0)
     model = LlamaGenGPT(LlamaGenConfig(dim=32, n_layer=2, n_head=4, n_kv_head=2, vocab_size=32, block_size=16,
@@ -95,7 +95,7 @@ def llamagen_c2i() -> SessionCase:
 
 
 def llamagen_t2i() -> SessionCase:
-    from mmspec.models.llamagen import CaptionCondition, LlamaGenConfig, LlamaGenGPT
+    from mmspec.models.networks.llamagen import CaptionCondition, LlamaGenConfig, LlamaGenGPT
 
     torch.manual_seed(0)
     model = LlamaGenGPT(LlamaGenConfig(dim=32, n_layer=2, n_head=2, vocab_size=32, block_size=16, model_type="t2i",
@@ -113,7 +113,7 @@ def llamagen_t2i() -> SessionCase:
 
 
 def video_llamagen() -> SessionCase:
-    from mmspec.models.video_llamagen import VideoLlamaGen, VideoLlamaGenConfig
+    from mmspec.models.networks.video_llamagen import VideoLlamaGen, VideoLlamaGenConfig
 
     torch.manual_seed(0)
     model = VideoLlamaGen(VideoLlamaGenConfig(dim=48, n_layer=2, n_head=2, multiple_of=16, vocab_size=32, frames=2,
@@ -136,7 +136,7 @@ NEGATIVES = ["bad ugly", "blurry bad red"]
 
 
 def emu3() -> SessionCase:
-    from mmspec.models.emu3 import Emu3Condition, Emu3ImageGenerator
+    from mmspec.models.adapters.emu3 import Emu3Condition, Emu3ImageGenerator
     from tests.helpers.tiny_models import EMU3_GRID, emu3_inputs, tiny_emu3
 
     model, processor = tiny_emu3()
@@ -155,7 +155,7 @@ def emu3() -> SessionCase:
 
 
 def janus() -> SessionCase:
-    from mmspec.models.janus import JanusCondition, JanusImageGenerator
+    from mmspec.models.adapters.janus import JanusCondition, JanusImageGenerator
     from tests.helpers.tiny_models import janus_inputs, tiny_janus
 
     model, processor = tiny_janus()
@@ -186,7 +186,7 @@ def left_padded(rows: list[torch.Tensor], pad: int = 0) -> tuple[torch.Tensor, t
 
 
 def chameleon() -> SessionCase:
-    from mmspec.models.chameleon import ChameleonCondition, ChameleonImageGenerator
+    from mmspec.models.adapters.chameleon import ChameleonCondition, ChameleonImageGenerator
     from tests.helpers.lumina import FIXTURE, fixture_model
 
     reference = torch.load(FIXTURE / "reference.pt", weights_only=True)
@@ -210,7 +210,7 @@ def chameleon() -> SessionCase:
 
 
 def text_lm(family: str) -> SessionCase:
-    from mmspec.models.transformers_lm import TransformersLM
+    from mmspec.models.adapters.transformers_lm import TransformersLM
 
     torch.manual_seed(0)
     if family == "llama":
@@ -237,7 +237,7 @@ def text_lm(family: str) -> SessionCase:
 
 
 def mesh() -> SessionCase:
-    from mmspec.models.mesh_opt import MeshXLModel, mesh_opt_config, mesh_prompts
+    from mmspec.models.adapters.mesh_opt import MeshXLModel, mesh_opt_config, mesh_prompts
     from mmspec.tokenizers.mesh import VOCAB_SIZE
 
     torch.manual_seed(0)
@@ -261,7 +261,7 @@ def mesh() -> SessionCase:
 
 
 def musicgen() -> SessionCase:
-    from mmspec.models.musicgen import MusicgenLM
+    from mmspec.models.adapters.musicgen import MusicgenLM
 
     V, K = 32, 4
     torch.manual_seed(0)

@@ -7,7 +7,7 @@ import torch
 from transformers import LlavaForConditionalGeneration
 
 from mmspec.datasets.shape_captions import caption, render_scenes
-from mmspec.models.captioner import PROMPT, build_processor, captioner_config, train_tokenizer
+from mmspec.models.networks.captioner import PROMPT, build_processor, captioner_config, train_tokenizer
 from mmspec.pipelines.captioning import CaptioningPipeline
 
 

@@ -4,7 +4,7 @@ with random codebooks, built from configs (no training, no download)."""
 import torch
 import transformers as tf
 
-from mmspec.models.musicgen import WordCondition
+from mmspec.models.adapters.musicgen import WordCondition
 from mmspec.pipelines.audio import SpeechPipeline
 from mmspec.tokenizers.audio_codec import MelCodec, MelCodecConfig
 

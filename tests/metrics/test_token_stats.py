@@ -6,7 +6,7 @@ import torch
 from mmspec.decoding.generate import generate
 from mmspec.core.sampling import SamplingConfig
 from mmspec.metrics.token_stats import target_distributions, token_cross_entropy, token_statistics
-from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
+from mmspec.models.networks.llamagen import LlamaGenConfig, LlamaGenGPT
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.generate import generate
 from mmspec.metrics.losslessness import all_sequences, chi_square, sequence_probs
-from mmspec.models.chameleon import ChameleonCondition, ChameleonImageGenerator, load_chameleon
+from mmspec.models.adapters.chameleon import ChameleonCondition, ChameleonImageGenerator, load_chameleon
 from tests.decoding.helpers import FickleChooser
 from tests.helpers.lumina import FIXTURE, fixture_model, lumina_config, lumina_folder
 

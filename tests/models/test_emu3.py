@@ -3,7 +3,7 @@ import torch
 
 from mmspec.decoding.generate import generate
 from mmspec.core.sampling import SamplingConfig
-from mmspec.models.emu3 import Emu3Condition, Emu3ImageGenerator
+from mmspec.models.adapters.emu3 import Emu3Condition, Emu3ImageGenerator
 from tests.helpers.tiny_models import EMU3_GRID, emu3_inputs, tiny_emu3
 
 PROMPTS = ["a cat", "red dog blue green"]  # different lengths: the first row is left-padded

@@ -12,10 +12,10 @@ from mmspec.decoding.generate import generate
 from mmspec.decoding.loop.jacobi import decode_jacobi, extra_positions
 from mmspec.core.layout import TokenLayout
 from mmspec.metrics.losslessness import all_sequences, chi_square, sequence_counts, sequence_probs
-from mmspec.models.emu3 import Emu3Condition, Emu3ImageGenerator
-from mmspec.models.hf_session import DecoderSession
-from mmspec.models.janus import JanusCondition, JanusImageGenerator
-from mmspec.models.transformers_lm import TransformersLM
+from mmspec.models.adapters.emu3 import Emu3Condition, Emu3ImageGenerator
+from mmspec.models.cache.hf_session import DecoderSession
+from mmspec.models.adapters.janus import JanusCondition, JanusImageGenerator
+from mmspec.models.adapters.transformers_lm import TransformersLM
 from tests.helpers.sessions import cache_rows_as_they_leave
 from tests.helpers.tiny_models import EMU3_GRID, emu3_inputs, janus_inputs, tiny_emu3, tiny_janus
 

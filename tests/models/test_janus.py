@@ -3,7 +3,7 @@ import torch
 
 from mmspec.decoding.generate import generate
 from mmspec.core.sampling import SamplingConfig
-from mmspec.models.janus import JanusCondition, JanusImageGenerator
+from mmspec.models.adapters.janus import JanusCondition, JanusImageGenerator
 from tests.helpers.tiny_models import JANUS_GRID, janus_inputs, tiny_janus
 
 PROMPTS = ["a cat", "red dog blue green"]  # different lengths: the first row is left-padded

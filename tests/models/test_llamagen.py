@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
+from mmspec.models.networks.llamagen import LlamaGenConfig, LlamaGenGPT
 
 
 @pytest.fixture(scope="module")

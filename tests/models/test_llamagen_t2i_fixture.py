@@ -13,7 +13,7 @@ import torch
 
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.generate import generate
-from mmspec.models.llamagen import CaptionCondition, LlamaGenConfig, LlamaGenGPT
+from mmspec.models.networks.llamagen import CaptionCondition, LlamaGenConfig, LlamaGenGPT
 from tests.helpers import FIXTURES
 
 ROOT = FIXTURES / "llamagen_t2i"

@@ -8,7 +8,7 @@ from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.lpd import generate_lpd
 from mmspec.decoding.orders import LocalityOrder
 from mmspec.decoding.lpd import linear_guidance
-from mmspec.models.lpd import LPD, LPDConfig, group_mask
+from mmspec.models.networks.lpd import LPD, LPDConfig, group_mask
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "lpd"
 

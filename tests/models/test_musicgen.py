@@ -6,7 +6,7 @@ import torch
 import transformers as tf
 
 from mmspec import DecodingConfig, SamplingConfig, generate
-from mmspec.models.musicgen import MusicgenLM, delay_pattern
+from mmspec.models.adapters.musicgen import MusicgenLM, delay_pattern
 
 V, K = 32, 4
 

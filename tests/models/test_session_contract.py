@@ -285,7 +285,7 @@ def test_a_relocated_branch_continues_as_if_decoded_in_place(case):
 
 @pytest.fixture(scope="module")
 def lpd():
-    from mmspec.models.lpd import LPD, LPDConfig
+    from mmspec.models.networks.lpd import LPD, LPDConfig
 
     root = FIXTURES / "lpd"
     model = LPD.from_checkpoint(root / "lpd.pth", LPDConfig.from_dict(json.loads((root / "config.json").read_text())))

@@ -6,7 +6,7 @@ import pytest
 import torch
 import transformers as tf
 
-from mmspec.models.transformers_lm import TransformersLM
+from mmspec.models.adapters.transformers_lm import TransformersLM
 from mmspec.pipelines.text import generate_text
 
 V = 96

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from mmspec.models.video_llamagen import VideoLlamaGen, VideoLlamaGenConfig, rope_3d
+from mmspec.models.networks.video_llamagen import VideoLlamaGen, VideoLlamaGenConfig, rope_3d
 
 
 def test_rope_turns_each_group_with_its_axis():

@@ -12,7 +12,7 @@ import torch
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.generate import generate
-from mmspec.models.chameleon import ChameleonCondition, ChameleonImageGenerator
+from mmspec.models.adapters.chameleon import ChameleonCondition, ChameleonImageGenerator
 from mmspec.pipelines.lumina_mgpt import LuminaMGPTPipeline
 from tests.helpers.lumina import ANOLE_FIXTURE, FIXTURE, fixture_model, tiny_tokenizer, tiny_vqgan
 

@@ -17,7 +17,7 @@ from mmspec.decoding import jacobi
 from mmspec.decoding.branches import Branches
 from mmspec.decoding.config import DecodingConfig
 from mmspec.metrics.losslessness import all_sequences, chi_square
-from mmspec.models.musicgen import MusicgenLM, WordCondition, delay_pattern
+from mmspec.models.adapters.musicgen import MusicgenLM, WordCondition, delay_pattern
 from mmspec.pipelines import load_pipeline
 from tests.decoding.helpers import record_massless_drafts
 from tests.helpers.tiny_speech import tiny_speech_pipeline

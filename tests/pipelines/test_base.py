@@ -79,7 +79,7 @@ def test_a_t2i_folder_saved_without_text_encoder_entries_loads(tmp_path):
     (`text_encoder/` and `tokenizer/` beside it, no entries) still load them."""
     from tests.pipelines.test_llamagen_pipeline import tiny_t5
 
-    from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
+    from mmspec.models.networks.llamagen import LlamaGenConfig, LlamaGenGPT
     from mmspec.pipelines.llamagen import LlamaGenPipeline
     from tests.helpers.pipelines import tiny_vq
 
@@ -96,8 +96,10 @@ def test_a_t2i_folder_saved_without_text_encoder_entries_loads(tmp_path):
     assert loaded.text_encoder is not None and loaded.tokenizer is not None and loaded.metadata == {}
 
 
-@pytest.mark.parametrize("entry", [["os", "system"], ["mmspec.models.lpd", "LPD"], ["mmspec.models.llamagen", "LlamaGenConfig"],
-                                   "mmspec.models.llamagen.LlamaGenGPT", ["mmspec.models.llamagen"], None])
+@pytest.mark.parametrize("entry", [
+    ["os", "system"], ["mmspec.models.networks.lpd", "LPD"], ["mmspec.models.networks.llamagen", "LlamaGenConfig"],
+    "mmspec.models.networks.llamagen.LlamaGenGPT", ["mmspec.models.networks.llamagen"], None,
+])
 def test_a_component_named_as_another_class_is_a_one_line_error(entry, tmp_path):
     load_pipeline("default").save_pretrained(tmp_path)
     path = tmp_path / "model_index.json"

@@ -6,7 +6,7 @@ from PIL import Image
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.generate import generate
 from mmspec.core.sampling import SamplingConfig
-from mmspec.models.janus import JanusCondition, JanusImageGenerator
+from mmspec.models.adapters.janus import JanusCondition, JanusImageGenerator
 from mmspec.pipelines.emu3 import Emu3Pipeline
 from mmspec.pipelines.janus import JanusPipeline
 from tests.helpers.tiny_models import JANUS_GRID, janus_inputs, tiny_janus

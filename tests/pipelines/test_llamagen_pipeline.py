@@ -10,7 +10,7 @@ from mmspec.assets import DEFAULT_ASSETS
 
 from mmspec.pipelines.llamagen import load_default
 from mmspec.decoding.config import DecodingConfig
-from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
+from mmspec.models.networks.llamagen import LlamaGenConfig, LlamaGenGPT
 from mmspec.pipelines import load_pipeline
 from mmspec.pipelines.llamagen import LlamaGenPipeline, left_pad_captions
 from tests.helpers.pipelines import tiny_c2i_pipeline, tiny_vq

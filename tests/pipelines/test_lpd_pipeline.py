@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from mmspec.assets import DEFAULT_ASSETS
-from mmspec.models.lpd import LPD, LPDConfig
+from mmspec.models.networks.lpd import LPD, LPDConfig
 from mmspec.pipelines import load_pipeline
 from mmspec.pipelines.llamagen import LlamaGenPipeline
 from mmspec.pipelines.lpd import LPDPipeline
@@ -77,7 +77,7 @@ def test_an_lpd_checkpoint_given_to_the_raster_pipeline_is_refused(pipe, tmp_pat
     pipe.save_pretrained(tmp_path)
     with pytest.raises(ValueError, match="holds a 'LPDPipeline' pipeline, not a LlamaGenPipeline"):
         LlamaGenPipeline.from_pretrained(tmp_path)
-    from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
+    from mmspec.models.networks.llamagen import LlamaGenConfig, LlamaGenGPT
 
     with pytest.raises(ValueError, match="this is an LPD checkpoint"):
         LlamaGenGPT.from_checkpoint(tmp_path / "transformer" / "model.safetensors", LlamaGenConfig(dim=32, n_layer=1, n_head=2))

@@ -10,7 +10,7 @@ from PIL import Image
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.generate import generate
-from mmspec.models.chameleon import ChameleonImageGenerator
+from mmspec.models.adapters.chameleon import ChameleonImageGenerator
 from mmspec.pipelines import load_pipeline
 from mmspec.pipelines.lumina_mgpt import LuminaMGPTPipeline
 from tests.helpers.lumina import FIXTURE, fixture_model, lumina_folder, tiny_tokenizer, tiny_vqgan

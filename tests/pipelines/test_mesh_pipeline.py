@@ -5,7 +5,7 @@ from transformers import OPTConfig, OPTForCausalLM
 
 from mmspec.decoding.config import DecodingConfig
 from mmspec.io.mesh import save_mesh, save_preview
-from mmspec.models.mesh_opt import mesh_layout, mesh_opt_config
+from mmspec.models.adapters.mesh_opt import mesh_layout, mesh_opt_config
 from mmspec.pipelines import load_pipeline
 from mmspec.pipelines.mesh import MeshPipeline
 from mmspec.tokenizers.mesh import BOS, EOS, LEVELS, PAD, TOKENS_PER_FACE, VOCAB_SIZE

@@ -55,8 +55,8 @@ from pathlib import Path
 import torch
 
 from mmspec.core.layout import TokenLayout
-from mmspec.models.emu3 import left_pad
-from mmspec.models.hf_session import DecoderSession
+from mmspec.models.adapters.emu3 import left_pad
+from mmspec.models.cache.hf_session import DecoderSession
 
 logger = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 
 from mmspec.core.layout import TokenLayout
-from mmspec.models.hf_session import DecoderSession
+from mmspec.models.cache.hf_session import DecoderSession
 
 
 @dataclass

@@ -23,8 +23,8 @@ from torch import nn
 
 from mmspec.core.contracts import CallTree, GuidedLogits
 from mmspec.core.layout import TokenLayout
-from mmspec.models.hf_session import SlotCache, check_attention_kernel, additive_mask, allocate_cache, cache_kwarg
-from mmspec.models.kv_cache import CachedSession
+from mmspec.models.cache.hf_session import SlotCache, check_attention_kernel, additive_mask, allocate_cache, cache_kwarg
+from mmspec.models.cache.kv_cache import CachedSession
 
 TEXT_FAMILIES = ("llama", "qwen2", "mistral", "opt", "gpt2")
 VLM_FAMILIES = ("llava", "qwen2_vl")

@@ -1,7 +1,7 @@
 """A LlamaGen GPT over video tokens: frames of VQ codes, one after another, with 3-D RoPE.
 
 The transformer, the label embedding, the cached session and the KV cache are LlamaGen's
-(`mmspec.models.llamagen`); two things change. The sequence is `frames` token grids of
+(`mmspec.models.networks.llamagen`); two things change. The sequence is `frames` token grids of
 `frame_grid x frame_grid` in (frame, row, col) order, and the rotary positions are
 three-dimensional: a head's rotated pairs are split in three groups that turn with the
 frame, the row and the column index. A query then sees the token at the same (row, col)
@@ -13,7 +13,7 @@ token of the grid.
 
 Example:
     >>> import torch
-    >>> from mmspec.models.video_llamagen import VideoLlamaGenConfig, VideoLlamaGen
+    >>> from mmspec.models.networks.video_llamagen import VideoLlamaGenConfig, VideoLlamaGen
     >>> model = VideoLlamaGen(VideoLlamaGenConfig(dim=48, n_layer=1, n_head=2, vocab_size=32, frames=2, block_size=32, num_classes=3))
     >>> model.layout().shape, model(torch.zeros(1, 32, dtype=torch.long), torch.tensor([1])).shape
     ((2, 4, 4), torch.Size([1, 32, 32]))
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from mmspec.core.layout import TokenLayout
-from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
+from mmspec.models.networks.llamagen import LlamaGenConfig, LlamaGenGPT
 
 
 @dataclass

@@ -17,7 +17,7 @@ import torch
 from transformers import OPTConfig
 
 from mmspec.core.layout import TokenLayout
-from mmspec.models.transformers_lm import TransformersLM
+from mmspec.models.adapters.transformers_lm import TransformersLM
 from mmspec.tokenizers.mesh import BOS, EOS, LEVELS, PAD, TOKENS_PER_FACE, VOCAB_SIZE
 
 MAX_POSITIONS = 512  # prompt + 48 faces x 9 + <eos> = 435 tokens at most in training

@@ -15,7 +15,7 @@ hard-coded 120, so tiny t2i configs work.
 
 Example:
     >>> import torch
-    >>> from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
+    >>> from mmspec.models.networks.llamagen import LlamaGenConfig, LlamaGenGPT
     >>> model = LlamaGenGPT(LlamaGenConfig(dim=64, n_layer=2, n_head=4, vocab_size=64, block_size=16, num_classes=10))
     >>> session = model.start(torch.tensor([3, 7]), guided=True)
     >>> session.prefill_logits().cond.shape
@@ -34,8 +34,8 @@ from torch import nn
 from mmspec.utils.checkpoint import DeviceDtypeMixin, JSONConfig, load_into, read_state_dict
 from mmspec.core.contracts import CallTree, GuidedLogits
 from mmspec.core.layout import TokenLayout
-from mmspec.models.kv_cache import CachedSession, StaticKVCache
-from mmspec.models.lpd import is_lpd_state_dict
+from mmspec.models.cache.kv_cache import CachedSession, StaticKVCache
+from mmspec.models.networks.lpd import is_lpd_state_dict
 
 
 def find_multiple(n: int, k: int) -> int:
@@ -312,7 +312,7 @@ class LlamaGenGPT(DeviceDtypeMixin, nn.Module):
         state_dict = read_state_dict(path_or_state_dict, container_key)
         if is_lpd_state_dict(state_dict):
             raise ValueError("this is an LPD checkpoint (it has mask_token, fake_latent, z_proj_ln), not a LlamaGen GPT: "
-                             "load it with mmspec.models.lpd.LPD.from_checkpoint or LPDPipeline")
+                             "load it with mmspec.models.networks.lpd.LPD.from_checkpoint or LPDPipeline")
         load_into(model, state_dict, ignore=cls.IGNORED_KEYS, what="LlamaGen GPT checkpoint")
         return model.eval()
 

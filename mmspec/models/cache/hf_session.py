@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from mmspec.core.contracts import CallTree, GuidedLogits
-from mmspec.models.kv_cache import CachedSession, StaticKVCache
+from mmspec.models.cache.kv_cache import CachedSession, StaticKVCache
 
 ATTENTION_KERNELS = ("eager", "sdpa")  # the kernels that take an arbitrary additive mask
 

@@ -29,8 +29,8 @@ from transformers.masking_utils import create_bidirectional_mask
 
 from mmspec.core.contracts import CallTree, GuidedLogits
 from mmspec.core.layout import TokenLayout
-from mmspec.models.hf_session import SlotCache, additive_mask, allocate_cache, check_attention_kernel
-from mmspec.models.kv_cache import CachedSession
+from mmspec.models.cache.hf_session import SlotCache, additive_mask, allocate_cache, check_attention_kernel
+from mmspec.models.cache.kv_cache import CachedSession
 
 
 class SlotEncoderDecoderCache(EncoderDecoderCache):

@@ -6,7 +6,7 @@ class token is dropped by the "default" feature strategy), then the prompt, then
 caption. Everything here builds from configs and works offline.
 
 Example:
-    >>> from mmspec.models.captioner import captioner_config, PROMPT
+    >>> from mmspec.models.networks.captioner import captioner_config, PROMPT
     >>> config = captioner_config(vocab_size=600, image_token_id=3, pad_token_id=0)
     >>> config.vision_config.patch_size, config.image_seq_length, PROMPT
     (8, 64, '<image>describe the picture .')
