@@ -97,7 +97,7 @@ def generate(
 
     Example:
         >>> import torch
-        >>> from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
+        >>> from mmspec.models.networks.llamagen import LlamaGenConfig, LlamaGenGPT
         >>> model = LlamaGenGPT(LlamaGenConfig(dim=64, n_layer=2, n_head=4, vocab_size=64, block_size=16, num_classes=10))
         >>> tokens, stats = generate(model, torch.tensor([1, 2]), decoding="mc-sjd",
         ...                          sampling=SamplingConfig(guidance_scale=2.0),

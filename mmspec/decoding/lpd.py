@@ -12,7 +12,7 @@ Example:
     >>> import torch
     >>> from mmspec.core.sampling import SamplingConfig
     >>> from mmspec.decoding.orders import LocalityOrder
-    >>> from mmspec.models.lpd import LPD, LPDConfig
+    >>> from mmspec.models.networks.lpd import LPD, LPDConfig
     >>> model = LPD(LPDConfig(img_size=64, vqgan_stride=16, decoder_embed_dim=32, decoder_depth=1,
     ...                       decoder_num_heads=2, class_num=3, vqgan_vocab_size=16)).eval()
     >>> order = LocalityOrder((1, 3, 5, 7), grid_size=4)
@@ -80,7 +80,7 @@ def generate_lpd(
     """Decodes one image per label in `order.steps` forwards.
 
     Args:
-        model: an LPD model (`mmspec.models.lpd.LPD`), whose `start` opens its cached session.
+        model: an LPD model (`mmspec.models.networks.lpd.LPD`), whose `start` opens its cached session.
         orders: `[B, T]` raster cells in generation order; by default drawn from `order`
             (its seeds from `generator`). Their group sizes are `order.group_sizes` either way.
         guidance_schedule: "linear" (LPD's) or "constant" (the full scale for every token).

@@ -88,7 +88,7 @@ def check_decoding_memory(decoding: str | DecodingConfig, layout: TokenLayout, r
       nodes), and holds logits `[2 rows, M, K, V]` (CFG rows beside them) and the branch
       q's, float32: `FORWARD_BUDGET_BYTES` bound them (`--branches 10**6` asked for 73 GB).
     """
-    from mmspec.decoding.jacobi import extra_positions
+    from mmspec.decoding.loop.jacobi import extra_positions
 
     config = as_decoding(decoding)
     T, V, K = layout.length, layout.vocab_size, layout.tokens_per_step

@@ -3,7 +3,7 @@
 import torch
 
 from mmspec.decoding.auto.chooser import AutoContext, Choice
-from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
+from mmspec.models.networks.llamagen import LlamaGenConfig, LlamaGenGPT
 
 
 def tiny_model(vocab_size=4, block_size=4, seed=0):

@@ -142,7 +142,7 @@ def test_lpd_names_are_refused_where_a_model_decodes_token_by_token():
 
 @pytest.fixture(scope="module")
 def lpd_model():
-    from mmspec.models.lpd import LPD, LPDConfig
+    from mmspec.models.networks.lpd import LPD, LPDConfig
 
     torch.manual_seed(0)
     return LPD(LPDConfig(img_size=64, vqgan_stride=4, decoder_embed_dim=32, decoder_depth=1, decoder_num_heads=2,
@@ -192,7 +192,7 @@ def test_generate_refuses_what_an_lpd_model_cannot_do_in_one_line(lpd_model, dec
 
 
 def test_generate_refuses_lpd_on_a_token_model():
-    from mmspec.models.llamagen import LlamaGenConfig, LlamaGenGPT
+    from mmspec.models.networks.llamagen import LlamaGenConfig, LlamaGenGPT
 
     model = LlamaGenGPT(LlamaGenConfig(dim=32, n_layer=1, n_head=2, vocab_size=16, block_size=4, num_classes=2)).eval()
     with pytest.raises(ValueError, match="lpd-20 is LPD's group-by-group decoding"):

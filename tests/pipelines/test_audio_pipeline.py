@@ -13,7 +13,7 @@ from mmspec.io.audio import check_wav_path, read_wav, write_wav
 from mmspec.commands.cli import main
 from mmspec.core.contracts import GuidedLogits
 from mmspec.core.sampling import target_probs
-from mmspec.decoding import jacobi
+from mmspec.decoding.loop import jacobi
 from mmspec.decoding.branches import Branches
 from mmspec.decoding.config import DecodingConfig
 from mmspec.metrics.losslessness import all_sequences, chi_square
