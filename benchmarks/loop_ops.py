@@ -14,17 +14,13 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
-import os
 import sys
 import time
-from pathlib import Path
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-from mmspec.io.files import atomic_write
-from mmspec.runs.bench import environment
+from mmspec.runs.bench import dated_environment, write_results
 from mmspec.decoding.loop import jacobi
 from mmspec.decoding.config import DecodingConfig
 
@@ -96,7 +92,7 @@ def main() -> None:
                      "ms_per_forward": 1000 * seconds / forwards, "forward_ms": 1000 * forward_s[0] / forwards})
         print(f"{label}: {rows[-1]['ops_per_forward']:.0f} ops, {rows[-1]['ms_per_forward']:.2f} ms a forward "
               f"({rows[-1]['forward_ms']:.2f} in the model)", flush=True)
-    env = {**environment(), "date": time.strftime("%Y-%m-%d"), "commit": os.popen("git rev-parse --short HEAD").read().strip()}
+    env = dated_environment()
     lines = [f"# The Jacobi loop's own cost ({env['date']}, commit {env['commit']})", "",
              f"Shipped image model, 1 thread, batch 1, {args.samples} images per row; operations counted over one image. "
              f"Device: {env['device']}, torch {env['torch']}.", "",
@@ -108,11 +104,7 @@ def main() -> None:
                      f"{row['forward_ms']:.2f} | {share:.0%} |")
     lines += ["", "Operations per forward by function (the first row's method):", "", "| function | ops |", "|---|---|"]
     lines += [f"| `{name}` | {n:.1f} |" for name, n in rows[0]["by_function"].items()]
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write(out / "loop_ops.md", lambda tmp: tmp.write_text("\n".join(lines) + "\n"))
-    atomic_write(out / "loop_ops.json", lambda tmp: tmp.write_text(json.dumps({"environment": env, "rows": rows}, indent=1)))
-    print(f"wrote {out / 'loop_ops.md'}")
+    write_results(args.out, "loop_ops", "\n".join(lines), {"environment": env, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ apply. Writes `benchmarks/results/wall_time.{md,json}` and `wall_time.png`.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 import time
@@ -31,7 +30,7 @@ from pathlib import Path
 import torch
 
 from mmspec.io.files import atomic_write
-from mmspec.runs.bench import environment, speedup_plot
+from mmspec.runs.bench import environment, speedup_plot, write_results
 from mmspec.decoding.auto import describe_choices, merge_choices
 from mmspec.decoding.config import DecodingConfig
 
@@ -247,12 +246,8 @@ def main() -> None:
     commit = os.popen("git rev-parse --short HEAD").read().strip()
     meta = {"date": time.strftime("%Y-%m-%d"), "commit": commit, "samples": args.samples, "seed": args.seed,
             "environment": environment()}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write(out / "wall_time.md", lambda tmp: tmp.write_text(markdown(results, meta)))
-    atomic_write(out / "wall_time.json", lambda tmp: tmp.write_text(json.dumps({"meta": meta, "results": results}, indent=1, default=str)))
-    plot(results, out / "wall_time.png")
-    print(f"wrote {out / 'wall_time.md'}")
+    write_results(args.out, "wall_time", markdown(results, meta), {"meta": meta, "results": results})
+    plot(results, Path(args.out) / "wall_time.png")
 
 
 if __name__ == "__main__":

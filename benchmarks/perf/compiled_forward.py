@@ -15,16 +15,12 @@ from eager is shown beside them. Writes `benchmarks/results/compiled_forward.{md
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import time
-from pathlib import Path
 
 import torch
 
-from mmspec.io.files import atomic_write
-from mmspec.runs.bench import environment
+from mmspec.runs.bench import dated_environment, write_results
 
 SIZES = (1, 2, 5, 9, 17, 33)
 COMMITTED = 128
@@ -85,7 +81,7 @@ def main() -> None:
                 rows.append({"variant": name, "inputs": n, "ms": statistics.median(seconds[name][3:]) * 1e3,
                              "max_logit_diff": float((logits[name] - logits["eager"]).abs().max())})
             print(f"n={n}: " + ", ".join(f"{r['variant']} {r['ms']:.2f} ms" for r in rows if r["inputs"] == n), flush=True)
-    env = {**environment(), "date": time.strftime("%Y-%m-%d"), "commit": os.popen("git rev-parse --short HEAD").read().strip()}
+    env = dated_environment()
     eager = {r["inputs"]: r["ms"] for r in rows if r["variant"] == "eager"}
     lines = [f"# torch.compile and the cached forward ({env['date']}, commit {env['commit']})", "",
              f"Shipped image model, 1 thread, batch 1 with CFG rows, {COMMITTED} committed positions; median of "
@@ -96,11 +92,7 @@ def main() -> None:
         mine = [r for r in rows if r["variant"] == name]
         cells = [f"{r['ms']:.2f} ms" + ("" if name == "eager" else f" ({eager[r['inputs']] / r['ms']:.2f}x)") for r in mine]
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {max(r['max_logit_diff'] for r in mine):.1e} |")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write(out / "compiled_forward.md", lambda tmp: tmp.write_text("\n".join(lines) + "\n"))
-    atomic_write(out / "compiled_forward.json", lambda tmp: tmp.write_text(json.dumps({"environment": env, "rows": rows}, indent=1)))
-    print(f"wrote {out / 'compiled_forward.md'}")
+    write_results(args.out, "compiled_forward", "\n".join(lines), {"environment": env, "rows": rows})
 
 
 if __name__ == "__main__":

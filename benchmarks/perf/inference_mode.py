@@ -12,19 +12,14 @@ Writes `benchmarks/results/inference_mode.{md,json}`.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import time
-from pathlib import Path
 
 import torch
 
 from mmspec.decoding import generate as engine
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.config import DecodingConfig
-from mmspec.io.files import atomic_write
-from mmspec.runs.bench import environment
+from mmspec.runs.bench import dated_environment, write_results
 
 METHODS = {"ar": DecodingConfig.from_name("ar"), "mc-sjd, window 16, from above": DecodingConfig.from_name("mc-sjd", window=16, init="above")}
 
@@ -66,18 +61,14 @@ def main() -> None:
                      "median_ratio": statistics.median(ratios)})
         print(f"{label}: no_grad {rows[-1]['no_grad_s']:.3f} s, inference_mode {rows[-1]['inference_mode_s']:.3f} s, "
               f"median ratio {rows[-1]['median_ratio']:.2f}", flush=True)
-    env = {**environment(), "date": time.strftime("%Y-%m-%d"), "commit": os.popen("git rev-parse --short HEAD").read().strip()}
+    env = dated_environment()
     lines = [f"# Inference mode against no_grad ({env['date']}, commit {env['commit']})", "",
              f"Shipped image model, 1 thread, batch 1, {args.samples} images per row, each decoded under both modes back "
              f"to back. Device: {env['device']}, torch {env['torch']}.", "",
              "| method | forwards | no_grad s | inference_mode s | x less time (median of pairs) |", "|---|---|---|---|---|"]
     lines += [f"| {r['method']} | {r['inference_mode_forwards']:.1f} | {r['no_grad_s']:.3f} | {r['inference_mode_s']:.3f} | "
               f"{r['median_ratio']:.2f} |" for r in rows]
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write(out / "inference_mode.md", lambda tmp: tmp.write_text("\n".join(lines) + "\n"))
-    atomic_write(out / "inference_mode.json", lambda tmp: tmp.write_text(json.dumps({"environment": env, "rows": rows}, indent=1)))
-    print(f"wrote {out / 'inference_mode.md'}")
+    write_results(args.out, "inference_mode", "\n".join(lines), {"environment": env, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
-import json
 import os
 import subprocess
 import sys
@@ -52,8 +51,7 @@ from pathlib import Path
 
 import torch
 
-from mmspec.io.files import atomic_write
-from mmspec.runs.bench import environment
+from mmspec.runs.bench import environment, write_results
 from mmspec.utils.checkpoint import load_into
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.auto.cost_curve import cpu_model
@@ -265,11 +263,7 @@ def main() -> None:
             "threads": args.threads, "batches": args.batches, "cpu": cpu_model(), "sampling": sampling,
             "sampling_text": sampling_text, "llamagen_commit": git_commit(args.llamagen_repo), "greedy_check": check,
             "environment": environment()}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write(out / "original_ar.md", lambda tmp: tmp.write_text(markdown(results, meta)))
-    atomic_write(out / "original_ar.json", lambda tmp: tmp.write_text(json.dumps({"meta": meta, "results": results}, indent=1, default=str)))
-    print(f"wrote {out / 'original_ar.md'}")
+    write_results(args.out, "original_ar", markdown(results, meta), {"meta": meta, "results": results})
 
 
 if __name__ == "__main__":

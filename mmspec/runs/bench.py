@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import platform
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -92,6 +93,23 @@ def environment() -> dict:
         "transformers": transformers.__version__,
         "diffusers": diffusers.__version__,
     }
+
+
+def dated_environment() -> dict:
+    """`environment()` with the date and the commit (short hash, "" outside a checkout) a result belongs to."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    return {**environment(), "date": time.strftime("%Y-%m-%d"), "commit": commit}
+
+
+def write_results(out_dir: str | Path, name: str, table: str, data: dict) -> Path:
+    """A benchmark's `name.md` (the markdown table) and `name.json` (its data) in `out_dir`,
+    each written atomically; says where and returns the table's path."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write(out / f"{name}.md", lambda tmp: tmp.write_text(table.rstrip("\n") + "\n"))
+    atomic_write(out / f"{name}.json", lambda tmp: tmp.write_text(json.dumps(data, indent=1, default=str)))
+    print(f"wrote {out / name}.md")
+    return out / f"{name}.md"
 
 
 def report_paths(out_dir: str | Path, name: str) -> tuple[Path, Path, Path]:
