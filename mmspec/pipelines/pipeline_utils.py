@@ -1,5 +1,5 @@
-"""The old home of what the pipelines share, kept so that imports of it keep working; the
-code now lives in modules named for their jobs:
+"""What the pipelines share, re-exported under the name diffusers uses for it (code that
+imports it from here keeps working); it lives in modules named for their jobs:
 
 - `mmspec.pipelines.base`: the pipeline bases (`MMSpecPipeline`, `TokenImagePipeline`,
   `TransformersImagePipeline`), the engine under a progress bar, `StepCallback`;
