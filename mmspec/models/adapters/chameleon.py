@@ -275,9 +275,5 @@ class ChameleonImageGenerator:
             extra_positions (`int`): scratch positions past the end, for overhanging windows.
         """
         ids, mask = self._rows(condition, guided)
-        device = self.decoder.embed_tokens.weight.device
-        ids, mask = ids.to(device), mask.to(device)
-        return DecoderSession(
-            self.decoder, self.decoder.embed_tokens, self.head, self.decoder.embed_tokens(ids), mask,
-            batch_size=len(condition.input_ids), guided=guided, steps=self.layout_length, extra_positions=extra_positions,
-        )
+        return DecoderSession.from_token_ids(self.decoder, self.head, ids, mask, batch_size=len(condition.input_ids),
+                                             guided=guided, steps=self.layout_length, extra_positions=extra_positions)

@@ -143,6 +143,14 @@ class DecoderSession(CachedSession):
         self.cache.commit(prompt_slots, prompt_mask)
         self._prefill = self.split(head(hidden[:, -1:]).float())
 
+    @classmethod
+    def from_token_ids(cls, decoder: nn.Module, head: Callable, ids: torch.Tensor, mask: torch.Tensor, **kwargs) -> "DecoderSession":
+        """A session over prompts given as token ids `[R, P]` (and their mask), embedded by the
+        decoder's own table on its device; `kwargs` as for the constructor."""
+        device = decoder.embed_tokens.weight.device
+        ids, mask = ids.to(device), mask.to(device)
+        return cls(decoder, decoder.embed_tokens, head, decoder.embed_tokens(ids), mask, **kwargs)
+
     @torch.no_grad()
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor | None = None,
                 tree: CallTree | None = None) -> GuidedLogits:
