@@ -30,36 +30,30 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def positive_int(text: str) -> int:
+def whole_number(text: str, low: int, high: int | None, what: str) -> int:
+    """`text` as an int in [low, high] (no upper bound when None), else argparse's one-line
+    error "must be <what>"."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+        value = None
+    if value is None or value < low or (high is not None and value > high):
+        raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
     return value
+
+
+def positive_int(text: str) -> int:
+    return whole_number(text, 1, None, "a whole number >= 1")
 
 
 def port_number(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be a port number from 1 to 65535, got {text!r}")
-    return value
+    return whole_number(text, 1, 65535, "a port number from 1 to 65535")
 
 
 def seed_number(text: str) -> int:
     from mmspec.runs.batch import MAX_SEED
 
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to {MAX_SEED}, got {text!r}")
-    return value
+    return whole_number(text, 0, MAX_SEED, f"a whole number from 0 to {MAX_SEED}")
 
 
 # --- settings shared by every verb --------------------------------------------------------
