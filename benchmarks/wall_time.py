@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from mmspec.io.files import atomic_write
-from mmspec.runs.bench import environment, speedup_plot, write_results
+from mmspec.runs.bench import environment, git_commit, speedup_plot, write_results
 from mmspec.decoding.auto import describe_choices, merge_choices
 from mmspec.decoding.config import DecodingConfig
 
@@ -243,8 +243,7 @@ def main() -> None:
                 held = {r["method"]: r for r in out["held_out"]}
                 print(f"  held out: auto {held['auto']['speedup']:.2f}x AR, oracle {out['oracle']} "
                       f"{held[out['oracle']]['speedup']:.2f}x", flush=True)
-    commit = os.popen("git rev-parse --short HEAD").read().strip()
-    meta = {"date": time.strftime("%Y-%m-%d"), "commit": commit, "samples": args.samples, "seed": args.seed,
+    meta = {"date": time.strftime("%Y-%m-%d"), "commit": git_commit(), "samples": args.samples, "seed": args.seed,
             "environment": environment()}
     write_results(args.out, "wall_time", markdown(results, meta), {"meta": meta, "results": results})
     plot(results, Path(args.out) / "wall_time.png")

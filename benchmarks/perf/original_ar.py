@@ -42,7 +42,6 @@ import argparse
 import dataclasses
 import importlib
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -51,7 +50,7 @@ from pathlib import Path
 
 import torch
 
-from mmspec.runs.bench import environment, write_results
+from mmspec.runs.bench import environment, git_commit, write_results
 from mmspec.utils.checkpoint import load_into
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.auto.cost_curve import cpu_model
@@ -179,11 +178,6 @@ def run_cell(original: Original, pipe, samples: int, batch: int, seed: int) -> d
     return {"rows": table, "warmup_s": warmup}
 
 
-def git_commit(folder: Path) -> str:
-    done = subprocess.run(["git", "-C", str(folder), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return done.stdout.strip() if done.returncode == 0 else "unknown (not a git checkout)"
-
-
 def markdown(results: dict, meta: dict) -> str:
     env, check = meta["environment"], meta["greedy_check"]
     ar_check = check["ar"]
@@ -259,7 +253,7 @@ def main() -> None:
                       f"{r['faster_than_mmspec_ar']:.2f}x mmspec AR", flush=True)
     sampling_text = (f"CFG scale {sampling['guidance_scale']:g}, temperature {sampling['temperature']:g}, "
                      f"top-k {sampling['top_k']}{' (all)' if sampling['top_k'] == 0 else ''}, top-p {sampling['top_p']:g}")
-    meta = {"date": time.strftime("%Y-%m-%d"), "commit": git_commit(Path(".")), "samples": args.samples, "seed": args.seed,
+    meta = {"date": time.strftime("%Y-%m-%d"), "commit": git_commit(), "samples": args.samples, "seed": args.seed,
             "threads": args.threads, "batches": args.batches, "cpu": cpu_model(), "sampling": sampling,
             "sampling_text": sampling_text, "llamagen_commit": git_commit(args.llamagen_repo), "greedy_check": check,
             "environment": environment()}

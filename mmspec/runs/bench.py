@@ -95,10 +95,15 @@ def environment() -> dict:
     }
 
 
+def git_commit(folder: str | Path = ".") -> str:
+    """The short hash of the checkout at `folder` (what a result was measured on)."""
+    done = subprocess.run(["git", "-C", str(folder), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else "unknown (not a git checkout)"
+
+
 def dated_environment() -> dict:
-    """`environment()` with the date and the commit (short hash, "" outside a checkout) a result belongs to."""
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    return {**environment(), "date": time.strftime("%Y-%m-%d"), "commit": commit}
+    """`environment()` with the date and the commit a result belongs to."""
+    return {**environment(), "date": time.strftime("%Y-%m-%d"), "commit": git_commit()}
 
 
 def write_results(out_dir: str | Path, name: str, table: str, data: dict) -> Path:
