@@ -66,12 +66,11 @@ def sampling_config(defaults: dict, **overrides) -> SamplingConfig:
 
 
 def check_decoding_limits(decoding: str | DecodingConfig, grid: tuple[int, int]) -> DecodingConfig:
-    """`decoding` parsed and refused when a window outgrows the token `grid` (rows, cols): a
-    draft window past the sequence or a ZipAR window past a row only costs time and memory."""
+    """`decoding` parsed and refused when its ZipAR window outgrows a row of the token `grid`
+    (rows, cols): it would only cost time and memory. The draft window is checked against
+    the sequence by `check_decoding_memory`."""
     config = as_decoding(decoding)
-    rows, cols = grid
-    if config.method != "ar" and config.window is not None and config.window > rows * cols:
-        raise ValueError(f"window {config.window} is longer than the {rows * cols}-token sequence; choose 1 to {rows * cols}")
+    cols = grid[1]
     if config.zipar_window is not None and config.zipar_window > cols:
         raise ValueError(f"zipar_window {config.zipar_window} is longer than a {cols}-token row; choose 1 to {cols}")
     return config
@@ -93,7 +92,8 @@ def check_decoding_memory(decoding: str | DecodingConfig, layout: TokenLayout, r
     config = as_decoding(decoding)
     T, V, K = layout.length, layout.vocab_size, layout.tokens_per_step
     if config.method != "ar" and config.window is not None and config.window > T:
-        raise ValueError(f"window {config.window} is longer than the {T}-step sequence; choose 1 to {T}")
+        raise ValueError(f"window {config.window} is longer than the {T}-{'token' if K == 1 else 'step'} sequence; "
+                         f"choose 1 to {T}")
     if config.branches and config.branches >= V:
         raise ValueError(f"branches {config.branches} asks for more candidates per codebook than the {V - 1} tokens besides "
                          f"the draft that this model's {V}-token vocabulary holds; choose 0 to {V - 1}")
