@@ -7,9 +7,12 @@ top-k, top-p. The mask comes before top-k/top-p so that those count allowed toke
 no mask, and for it the order is exactly its `generate.py`. Temperature 0 means greedy:
 p is one-hot on the arg-max. Verification compares distributions after this transform.
 
-Tokens are drawn by inverting the CDF with float64 uniforms from the caller's generator,
-so that any other implementation fed the same uniforms (the Triton kernel) draws the
-same tokens.
+Tokens are drawn two ways. The keyed family (AR, auto, keyed Jacobi, LPD) draws by
+Gumbel-max: the arg-max of the transformed scores (`transformed_scores`: the logits after
+mask, temperature, top-k and top-p) plus the position's keyed Gumbel noise
+(`mmspec.core.noise`), so a position's token is a function of its key and its distribution
+alone. SJD and MC-SJD draw by inverting the CDF at float64 uniforms (`categorical`), so that
+any other implementation fed the same uniforms (the Triton kernel) draws the same tokens.
 """
 
 from __future__ import annotations
@@ -124,13 +127,18 @@ def guided_logits(logits: GuidedLogits, positions: torch.Tensor, config: Samplin
     return classifier_free_guidance(logits.uncond, x, scale.view(*scale.shape, *[1] * (x.dim() - scale.dim())))
 
 
-def transform(logits: torch.Tensor, config: SamplingConfig, allowed: torch.Tensor | None = None) -> torch.Tensor:
-    """Mask, temperature, top-k, top-p and softmax of CFG-combined `logits [..., V]`."""
+def transformed_scores(logits: torch.Tensor, config: SamplingConfig, allowed: torch.Tensor | None = None) -> torch.Tensor:
+    """Mask, temperature, top-k and top-p of CFG-combined `logits [..., V]`: the scores whose
+    softmax is p (-inf where a token is out). Gumbel-max draws from them directly."""
     x = mask_disallowed(logits, allowed)
     x = apply_temperature(x, config.temperature)
     x = top_k_filter(x, config.top_k)
-    x = top_p_filter(x, config.top_p)
-    return to_probs(x, config.temperature)
+    return top_p_filter(x, config.top_p)
+
+
+def transform(logits: torch.Tensor, config: SamplingConfig, allowed: torch.Tensor | None = None) -> torch.Tensor:
+    """Mask, temperature, top-k, top-p and softmax of CFG-combined `logits [..., V]`."""
+    return to_probs(transformed_scores(logits, config, allowed), config.temperature)
 
 
 def target_probs(

@@ -3,7 +3,7 @@
 Checks shapes, dtypes and devices with clear errors, then runs the Triton kernel
 (`verify_triton`) for CUDA tensors when Triton is installed, and the PyTorch reference
 (`verify_reference`, the oracle) everywhere else. See `verify_reference.py` for what is
-computed.
+computed. `verify_keyed` does the same for keyed verification (`verify_keyed.py`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ import importlib.util
 
 import torch
 
+from mmspec.core.noise import Noise
 from mmspec.core.rules import ExactRule
 from mmspec.core.sampling import SamplingConfig
 from mmspec.kernels.verify_joint import verify_joint
+from mmspec.kernels.verify_keyed import verify_keyed_reference
 from mmspec.kernels.verify_reference import verify_reference
 from mmspec.kernels.verify_types import VERIFY_DOC, VerifyOutput, check_rule
 
@@ -147,3 +149,41 @@ def verify_steps(target_probs, draft_probs, draft_tokens, num_slots, accept_unif
 
 
 verify.__doc__ = VERIFY_DOC
+
+
+def verify_keyed(
+    target_logits: torch.Tensor,  # [N, S, V] or [N, S, K, V] float32, CFG combined
+    draft_tokens: torch.Tensor,  # [N, S] or [N, S, K] long, -1 = no draft
+    num_slots: torch.Tensor,  # [N] long
+    *,
+    noise: Noise,
+    rows: torch.Tensor,  # [N] long: each window's batch row
+    positions: torch.Tensor,  # [N, S] long: the position each slot predicts
+    sampling: SamplingConfig = SamplingConfig(),
+    allowed: torch.Tensor | None = None,  # like the target, bool
+    ranked: int = 0,
+    check: bool = True,
+) -> VerifyOutput:
+    """Keyed verification (`mmspec.kernels.verify_keyed`): each slot's Gumbel winner under
+    the row's keyed noise, the leading slots whose drafts equal their winners, and the
+    winners as next drafts. CUDA tensors go to the Triton kernel, which makes the noise in
+    the kernel from the keys (`ranked` > 0, for branches, runs the reference)."""
+    if check:
+        one = target_logits.dim() == 3
+        _, flat = check_sampling_inputs(None, target_logits if one else target_logits.flatten(1, 2), sampling,
+                                        None if allowed is None else (allowed if one else allowed.flatten(1, 2)))
+        N, S = target_logits.shape[:2]
+        if draft_tokens.shape != target_logits.shape[:-1] or draft_tokens.dtype != torch.long:
+            raise ValueError(f"draft_tokens must be long {tuple(target_logits.shape[:-1])}, got {draft_tokens.dtype} {tuple(draft_tokens.shape)}")
+        if num_slots.shape != (N,) or rows.shape != (N,) or positions.shape != (N, S):
+            raise ValueError(f"num_slots and rows must be [{N}] and positions [{N}, {S}], got {tuple(num_slots.shape)}, "
+                             f"{tuple(rows.shape)}, {tuple(positions.shape)}")
+        if draft_tokens.numel() and int(draft_tokens.max()) >= target_logits.shape[-1]:
+            raise ValueError(f"draft_tokens must be < V = {target_logits.shape[-1]}")
+    if target_logits.is_cuda and triton_available() and not ranked:
+        from mmspec.kernels.verify_keyed_triton import verify_keyed_triton  # imports Triton on the first CUDA call only
+
+        return verify_keyed_triton(target_logits, draft_tokens, num_slots, noise=noise, rows=rows, positions=positions,
+                                   sampling=sampling, allowed=allowed)
+    return verify_keyed_reference(target_logits, draft_tokens, num_slots, noise=noise, rows=rows, positions=positions,
+                                  sampling=sampling, allowed=allowed, ranked=ranked)

@@ -23,12 +23,17 @@ class VerifyOutput:
     target_probs (`torch.Tensor`): float32 `[N, S, V]`, the p every slot was verified
         against: the input `target_probs`, or the sampling transform of `target_logits`
         (computed for every slot, also past `num_slots`). It is the q of the next drafts.
+        None from keyed verification, whose drafts are point masses
+        (`mmspec.kernels.verify_keyed`) unless `ranked` asked for its stand-in.
+    ranked (`torch.Tensor`, *optional*): keyed verification only: long `[N, S, m]` (`[N, S,
+        K, m]`), each slot's best tokens by perturbed score, the winner first.
     """
 
     accepted: torch.Tensor
     run_length: torch.Tensor
     tokens: torch.Tensor
-    target_probs: torch.Tensor
+    target_probs: torch.Tensor | None
+    ranked: torch.Tensor | None = None
 
     @property
     def committed(self) -> torch.Tensor:
