@@ -22,6 +22,7 @@ token at a position is then a function of the key and the distribution there alo
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -120,10 +121,10 @@ class Noise:
         return philox4x32(index, c1, c2, c3, k0, k1)
 
     def uniform(self, stream: str, rows: torch.Tensor, positions: torch.Tensor, codebooks: int = 1, attempt=0,
-                count: int | None = None) -> torch.Tensor:
-        """float64 uniforms `[N, S, K]` (or `[N, S, K, count]`) of `stream` at `positions [N, S]`
-        of batch rows `rows [N]`, for `attempt` (int or long `[N, S]`)."""
-        index = torch.arange(1 if count is None else count, device=self.device)
+                count: int | None = None, first: int = 0) -> torch.Tensor:
+        """float64 uniforms `[N, S, K]` (or `[N, S, K, count]`, indices `first` onwards) of
+        `stream` at `positions [N, S]` of batch rows `rows [N]`, for `attempt` (int or long `[N, S]`)."""
+        index = torch.arange(first, first + (1 if count is None else count), device=self.device)
         w0, w1, _, _ = self._words(stream, rows, positions, codebooks, attempt, index)
         u = words_to_uniform(w0, w1)
         return u[..., 0] if count is None else u
@@ -207,3 +208,34 @@ class Noise:
     def winners(self, scores: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor, greedy: bool = False) -> torch.Tensor:
         """The Gumbel-max tokens `[N, S, K]` of `scores [N, S, K, V]` at `positions [N, S]` of `rows [N]`."""
         return self.top(scores, rows, positions, 1, greedy)[..., 0]
+
+
+@dataclass
+class SlotNoise:
+    """The noise of N windows' S slots: their batch rows `[N]`, positions `[N, S]` and
+    attempts `[N, S]` (times each position was verified before), for SJD and MC-SJD."""
+
+    noise: Noise
+    rows: torch.Tensor
+    positions: torch.Tensor
+    attempt: torch.Tensor
+
+    def uniform(self, stream: str, codebooks: int) -> torch.Tensor:
+        """float64 `[N, S, K]`: one uniform of `stream` per slot and codebook."""
+        return self.noise.uniform(stream, self.rows, self.positions, codebooks, self.attempt)
+
+    def trials(self, where: torch.Tensor, codebooks: int, count: int, first: int) -> torch.Tensor:
+        """float64 `[M, codebooks, count]`: the residual trials `first ..` of the M slots `where [N, S]`."""
+        rows = self.rows[:, None].expand_as(self.positions)[where]
+        return self.noise.uniform("residual", rows, self.positions[where][:, None], codebooks, self.attempt[where][:, None],
+                                  count, first)[:, 0]
+
+
+def as_noise(source, batch_size: int, device=None) -> Noise:
+    """`source` as a call's `Noise`: as given, or keys drawn from a generator (a list of one
+    per row, or None for torch's default generator)."""
+    if isinstance(source, Noise):
+        if source.batch_size != batch_size:
+            raise ValueError(f"the noise has keys for {source.batch_size} rows, the batch has {batch_size}")
+        return source
+    return Noise.from_generator(source, batch_size, device)

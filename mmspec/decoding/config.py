@@ -5,9 +5,11 @@ config it says: a `DecodingConfig` (Jacobi decoding and AR, for any `TokenModel`
 `LPDDecoding` (LPD's group-by-group decoding, for an LPD model). `generate` takes either.
 
 A `DecodingConfig` is four independent choices:
-  * drafting: "ar" (none), "sjd" (fresh drafts each iteration), "mc-sjd" (coupled drafts)
-    or "auto" (MC-SJD whose window, branches and first drafts are picked forward by forward
-    from the device's measured cost curve and the decode's own acceptance: `mmspec.decoding.auto`);
+  * drafting: "ar" (none), "sjd" (fresh drafts each iteration), "mc-sjd" (coupled drafts),
+    "keyed" (Jacobi iteration under position-keyed noise: AR's tokens for the seed,
+    `mmspec.kernels.verify_keyed`) or "auto" (keyed, its window, branches and first drafts
+    picked forward by forward from the device's measured cost curve and the decode's own
+    acceptance: `mmspec.decoding.auto`);
   * acceptance: exact (default), "lantern", "gsd" or "pcg" (relaxed; need sjd or mc-sjd);
   * schedule: raster order (default), "zipar" (rows decoded side by side) or a schedule
     object (`mmspec.decoding.schedules`: `Frames` for video);
@@ -36,9 +38,13 @@ class DecodingConfig:
     """A decoding method and its parameters.
 
     Args:
-        method (`str`, defaults to "mc-sjd"): "ar", "sjd", "mc-sjd" or "auto" (hardware-aware
-            MC-SJD: `window`, `branches` and `init` left unset are chosen before each forward,
-            AR among the choices; `mmspec.decoding.auto`).
+        method (`str`, defaults to "mc-sjd"): "ar", "sjd", "mc-sjd", "keyed" (Jacobi under
+            keyed noise: the same tokens as "ar" for the same seed, whatever the window,
+            drafts and branches) or "auto" (keyed, hardware-aware: `window`, `branches` and
+            `init` left unset are chosen before each forward, AR among the choices;
+            `mmspec.decoding.auto`). With a relaxed rule or an inexact schedule, auto's
+            choices are fixed (window 16, its first drafter, no branches) and it verifies as
+            MC-SJD (relaxed) or keyed (schedule), so that a seed still gives one output.
         rule: `ExactRule()` (lossless), `LanternRule(k, delta | lam)` or `GSDRule(...)`.
         window (`int`, *optional*, defaults to 16; auto: chosen, up to 32): Jacobi draft
             window L (drafts per forward and open row). Given with auto, it is fixed (auto
@@ -106,8 +112,8 @@ class DecodingConfig:
     def __post_init__(self):
         if self.method not in DRAFTING:
             raise ValueError(f"unknown drafting method {self.method!r}; choose from {', '.join(DRAFTING)}")
-        if self.method != "auto":  # what auto would choose is fixed at its plain default
-            for name, default in (("window", 16), ("init", "random"), ("branches", 0)):
+        if not self.chooses:  # what auto would choose is fixed at its plain default
+            for name, default in (("window", 16), ("init", "random" if self.method != "auto" else None), ("branches", 0)):
                 if getattr(self, name) is None:
                     object.__setattr__(self, name, default)
         if self.cost not in COST_MODES:
@@ -127,6 +133,9 @@ class DecodingConfig:
             if self.branch_length < 0:
                 raise ValueError(f"branch_length must be >= 0, got {self.branch_length}")
         self.step_groups(None)  # a clear error for a bad step_test
+        if self.method == "keyed" and not self.rule.exact:
+            raise ValueError(f"keyed verification tests drafts for equality with AR's token; {self.rule.name} relaxes MC-SJD's "
+                             f"test: use mc-sjd+{self.rule.name} (or auto+{self.rule.name})")
         if self.init is not None:
             self.drafter  # a clear error for an unknown name
         if self.zipar_window is not None:
@@ -214,13 +223,25 @@ class DecodingConfig:
         return AUTO_MAX_WINDOW if self.window is None else self.window
 
     @property
+    def chooses(self) -> bool:
+        """Whether auto's chooser picks the settings. Not with a relaxed rule or an inexact
+        schedule: there the output would depend on the choices, so they are fixed."""
+        return self.method == "auto" and self.rule.exact and self.scheduler.exact
+
+    @property
+    def keyed(self) -> bool:
+        """Whether verification is keyed (AR, keyed, and auto with the exact rule): a
+        position's token is its Gumbel winner, whatever the window and drafts."""
+        return self.method in ("ar", "keyed", "auto") and self.rule.exact
+
+    @property
     def branch_setting(self) -> BranchSetting | None:
         """The fixed branches, or None (none; under auto with `branches` unset: chosen)."""
         return BranchSetting(self.branches, self.branch_slots, self.branch_length) if self.branches else None
 
     @property
     def coupled(self) -> bool:
-        """Whether next drafts are coupled with their p (MC-SJD; auto is MC-SJD)."""
+        """Whether next drafts are coupled with their p (MC-SJD, and auto with a relaxed rule)."""
         return self.method in ("mc-sjd", "auto")
 
     @classmethod

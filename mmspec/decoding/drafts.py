@@ -25,7 +25,7 @@ from functools import cached_property
 import torch
 
 from mmspec.core.layout import TokenLayout
-from mmspec.core.sampling import categorical, uniforms
+from mmspec.core.sampling import categorical
 
 
 @dataclass
@@ -252,7 +252,7 @@ def first_drafts(
     positions: torch.Tensor,  # [B, J] long: positions to draft, -1 = skip
     layout: TokenLayout,
     prompt: torch.Tensor | None,
-    generator: torch.Generator | None,
+    u: torch.Tensor,  # [B, J, K] float64: the uniforms a random proposal inverts
     hints: Hints | None = None,
 ) -> torch.Tensor:
     """Drafts `[B, J, K]` for `positions`, filled left to right so that a copy or a lookup
@@ -261,7 +261,6 @@ def first_drafts(
     B, J = positions.shape
     K = history.shape[-1]
     out = torch.full((B, J, K), -1, dtype=torch.long, device=history.device)
-    u = uniforms((B, J, K), generator, history.device)
     live = positions >= 0
     sources = getattr(drafter, "sources", lambda *_: None)(layout, positions.clamp(min=0)) if hints is None else None
     if sources is not None:

@@ -50,7 +50,7 @@ def generate(
     condition: Any,
     decoding: str | DecodingConfig | LPDDecoding = "auto",
     sampling: SamplingConfig | None = None,
-    generator: torch.Generator | None = None,
+    generator: torch.Generator | Sequence[torch.Generator] | None = None,
     on_step: Callable[[int, int], None] | None = None,
     layout=None,
     *,
@@ -68,13 +68,20 @@ def generate(
             model, `decodes_in_groups`, is decoded group by group).
         condition: what `model.start` takes (class labels `[B]` for c2i LlamaGen and LPD).
         decoding (`str`, `DecodingConfig` or `LPDDecoding`, *optional*, defaults to "auto"):
-            the method, by name ("auto", "ar", "sjd", "mc-sjd", "sjd+lantern", "mc-sjd+gsd",
+            the method, by name ("auto", "ar", "keyed", "sjd", "mc-sjd", "sjd+lantern", "mc-sjd+gsd",
             "zipar", "zipar+mc-sjd", ...: the grammar of `mmspec.decoding.names`) or as a
             config. An LPD model takes "lpd-<steps>" ("lpd-20", "lpd-32": LPD's group sizes)
             or "ar" (one cell per forward in LPD's order), and nothing else; other models
             refuse LPD's names.
         sampling (`SamplingConfig`, *optional*): CFG, temperature, top-k, top-p.
-        generator (`torch.Generator`, *optional*): the source of every random draw.
+        generator (`torch.Generator` or a list of one per row, *optional*): the source of
+            every random draw. It is read once, for a key per row (row i's from generator i
+            when given a list); every draw after that is keyed noise of (key, position, ...)
+            (`mmspec.core.noise`). So "ar", "keyed" and "auto" return the same tokens for the
+            same generator whatever their window, drafts, branches, batch mates or thread
+            count, and row i of a batch decoded with a list equals row i decoded alone with
+            generator i. SJD and MC-SJD sample the model's distribution from the same noise;
+            their tokens depend on their window and drafts.
         on_step (`Callable[[int, int], None]`, *optional*): called with (tokens committed
             per sequence, total) after each forward.
         layout (`TokenLayout`, *optional*): overrides `model.layout()`, e.g. to add the
@@ -129,7 +136,7 @@ def generate(
     extra = extra_positions(layout, config, device)
     session = model.start(condition, guided=sampling.guided, extra_positions=extra)
     cost = None
-    if config.method == "auto":  # before any draw: the curve is measured on slots nothing has committed
+    if config.chooses:  # the curve is measured on slots nothing has committed
         tree = any(setting is not None for setting in branch_options(config, device))
         cost = session_curve(session, model, layout.tokens_per_step, layout.length, layout.length + extra, mode=config.cost, tree=tree)
     stopping = Stopping.at(stop_tokens, pad_token_id, session.batch_size, layout.length, session.prefill_logits().cond.device)

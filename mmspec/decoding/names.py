@@ -1,7 +1,7 @@
 """The one grammar of decoding names: every place that takes a method by name parses it here.
 
 A name is parts joined by "+", in any order, each at most once:
-  * drafting: "ar", "sjd", "mc-sjd" or "auto" (SJD when only drafters are named);
+  * drafting: "ar", "sjd", "mc-sjd", "keyed" or "auto" (SJD when only drafters are named);
   * acceptance: exact (no part), "lantern", "gsd" or "pcg" (relaxed; need a drafting
     other than ar);
   * schedule: raster (no part) or "zipar" ("zipar" alone: rows of AR side by side);
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from mmspec.decoding.drafts import DRAFTER_NAMES
 
-DRAFTING = ("ar", "sjd", "mc-sjd", "auto")
+DRAFTING = ("ar", "sjd", "mc-sjd", "keyed", "auto")
 RELAXED = ("lantern", "gsd", "pcg")
 SCHEDULES = ("zipar",)
 PROMPT_LOOKUP = "prompt-lookup"
@@ -59,7 +59,7 @@ class DecodingName:
     """What a decoding name says.
 
     Attributes:
-        method (`str`): "ar", "sjd", "mc-sjd", "auto", or "lpd" for "lpd-<steps>".
+        method (`str`): "ar", "sjd", "mc-sjd", "keyed", "auto", or "lpd" for "lpd-<steps>".
         rule (`str`, *optional*): a relaxed acceptance rule ("lantern", "gsd", "pcg"); None: exact.
         zipar (`bool`): rows decoded side by side (ZipAR).
         drafters (`tuple[str, ...]`): first-draft drafter names, in the order given.

@@ -9,7 +9,8 @@ import torch
 from mmspec.core.contracts import GuidedLogits, TokenSession
 from mmspec.core.layout import TokenLayout
 from mmspec.core.processors import apply_processors
-from mmspec.core.sampling import SamplingConfig, guided_logits, sample, transform
+from mmspec.core.noise import Noise
+from mmspec.core.sampling import SamplingConfig, guided_logits, transformed_scores
 
 
 def as_steps(logits: GuidedLogits, K: int) -> GuidedLogits:
@@ -58,12 +59,20 @@ def step_logits(logits: GuidedLogits, predicted: torch.Tensor, sampling: Samplin
     return out.view_as(combined)
 
 
-def draw_step(logits: GuidedLogits, position: int, layout: TokenLayout, sampling: SamplingConfig, generator,
+def keyed_draw(logits: torch.Tensor, positions: torch.Tensor, layout: TokenLayout, sampling: SamplingConfig, noise: Noise,
+               rows: torch.Tensor) -> torch.Tensor:
+    """Steps `[N, n, K]` drawn by Gumbel-max from CFG-combined `logits [N, n, K, V]` that
+    predict `positions [N, n]` of batch rows `rows [N]`: AR's draw for the row's key."""
+    scores = transformed_scores(logits, sampling, allowed_steps(layout, positions))
+    return noise.winners(scores, rows, positions, greedy=sampling.temperature == 0)
+
+
+def draw_step(logits: GuidedLogits, position: int, layout: TokenLayout, sampling: SamplingConfig, noise: Noise,
               tokens: torch.Tensor, committed: torch.Tensor, processors=(), prompt=None) -> torch.Tensor:
     """Step `position` drawn as AR draws it from the logits that predict it: `[B, K]`.
     `tokens [B, T, K]` and `committed [B, T]` are the history the processors see."""
     B = committed.shape[0]
     pos = torch.full((B, 1), position, dtype=torch.long, device=committed.device)
     history = torch.where(committed, tokens[..., 0], -1)[:, None] if processors else None
-    probs = transform(step_logits(logits, pos, sampling, processors, prompt, history), sampling, allowed_steps(layout, pos))
-    return sample(probs, generator)[:, 0]
+    combined = step_logits(logits, pos, sampling, processors, prompt, history)
+    return keyed_draw(combined, pos, layout, sampling, noise, torch.arange(B, device=pos.device))[:, 0]

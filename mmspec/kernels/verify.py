@@ -13,7 +13,7 @@ import importlib.util
 
 import torch
 
-from mmspec.core.noise import Noise
+from mmspec.core.noise import Noise, SlotNoise
 from mmspec.core.rules import ExactRule
 from mmspec.core.sampling import SamplingConfig
 from mmspec.kernels.verify_joint import verify_joint
@@ -97,7 +97,7 @@ def verify(
     rule=ExactRule(),
     coupling: bool = True,
     step_groups: tuple[tuple[int, ...], ...] | None = None,
-    generator: torch.Generator | None = None,
+    residual_noise: SlotNoise | None = None,
     check: bool = True,  # False: the caller built the inputs to this contract (the engine's loop)
 ) -> VerifyOutput:
     target = target_probs if target_logits is None else target_logits
@@ -110,7 +110,7 @@ def verify(
     if target is not None and target.dim() == 4:  # K tokens per slot: the PyTorch path
         return verify_steps(target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms,
                             target_logits=target_logits, sampling=sampling, allowed=allowed, rule=rule, coupling=coupling,
-                            step_groups=step_groups, generator=generator, check=check)
+                            step_groups=step_groups, residual_noise=residual_noise, check=check)
     if check:
         name, target = check_sampling_inputs(target_probs, target_logits, sampling, allowed)
         check_verify_inputs(name, target, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms, rule, allowed)
@@ -126,7 +126,7 @@ def verify(
 
 
 def verify_steps(target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms, *,
-                 target_logits, sampling, allowed, rule, coupling, step_groups, generator, check) -> VerifyOutput:
+                 target_logits, sampling, allowed, rule, coupling, step_groups, residual_noise, check) -> VerifyOutput:
     """`verify` for slots of K tokens (`[N, S, K, V]` targets): checked as K = 1 slots, run
     by the PyTorch reference (the kernel verifies one token per slot), or with `step_groups`
     and the exact rule by `verify_joint`, which tests each group of a slot's tokens as one."""
@@ -141,7 +141,7 @@ def verify_steps(target_probs, draft_probs, draft_tokens, num_slots, accept_unif
         check_verify_inputs(name, flat_target, flat(draft_probs), flat(draft_tokens), num_slots.repeat_interleave(K),
                             flat(accept_uniforms), flat(sample_uniforms), rule, flat(allowed))
     if step_groups is not None and rule.exact and K > 1:
-        return verify_joint(target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms, generator,
+        return verify_joint(target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms, residual_noise,
                             groups=step_groups, target_logits=target_logits, sampling=sampling, allowed=allowed,
                             coupling=coupling)
     return verify_reference(target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms,

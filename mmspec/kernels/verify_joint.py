@@ -22,15 +22,19 @@ The residual has V^K entries (16.7M for 4 codebooks of 64), too many to write ou
 is drawn by rejection from p: y ~ p, kept with probability 1 - min(1, q(y) / p(y)). A
 trial is kept with probability TV(p, q), the same probability with which a slot needs a
 residual draw, so a slot costs one trial in expectation however close p and q are. Trials
-come in rounds (`TRIALS` per slot, four times more each round) from the caller's generator
-until every slot has its step.
+come in rounds (`TRIALS` per slot, four times more each round) until every slot has its
+step; trial j of a slot uses that slot's keyed uniforms number j (`SlotNoise.trials`), so a
+slot's draw does not depend on how many trials the other slots needed.
 """
 
 from __future__ import annotations
 
 import torch
 
-from mmspec.core.sampling import SamplingConfig, categorical, transform, uniforms
+from collections.abc import Callable
+
+from mmspec.core.noise import SlotNoise
+from mmspec.core.sampling import SamplingConfig, categorical, transform
 from mmspec.kernels.verify_types import VerifyOutput
 
 TRIALS = 16
@@ -45,23 +49,28 @@ def step_prob(probs: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
     return probs.double().gather(-1, steps[..., None])[..., 0].prod(-1)
 
 
-def draw_residual(p: torch.Tensor, q: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+def draw_residual(p: torch.Tensor, q: torch.Tensor, trials: Callable[[int, int], torch.Tensor]) -> torch.Tensor:
     """One step per row, long `[M, K]`, from norm((p - q)+) over whole steps, where the rows
-    `[M, K, V]` of p and q are the factors of their step distributions."""
+    `[M, K, V]` of p and q are the factors of their step distributions. `trials(count, first)`
+    gives float64 `[M, K + 1, count]`: per row, the uniforms of trials `first ..` (K to draw
+    the step from p, one to keep it)."""
     M, K, V = p.shape
     out = torch.full((M, K), -1, dtype=torch.long, device=p.device)
     close = (p - q).clamp(min=0).sum(-1).sum(-1) < ROUNDING_TV  # an upper bound on TV(p, q)
-    out[close] = categorical(p[close], uniforms((int(close.sum()), K), generator, p.device))
+    if bool(close.any()):
+        out[close] = categorical(p[close], trials(1, 0)[close][:, :K, 0])
     todo = (~close).nonzero()[:, 0]
-    n = TRIALS
+    n, first = TRIALS, 0
     while len(todo):
+        u = trials(n, first)[todo]  # [m, K + 1, n]
         pt, qt = p[todo, None].expand(-1, n, -1, -1), q[todo, None].expand(-1, n, -1, -1)
-        y = categorical(pt, uniforms((len(todo), n, K), generator, p.device))  # [m, n, K], p(y) > 0
-        keep = uniforms((len(todo), n), generator, p.device) < 1 - (step_prob(qt, y) / step_prob(pt, y)).clamp(max=1)
+        y = categorical(pt, u[:, :K].transpose(1, 2))  # [m, n, K], p(y) > 0
+        keep = u[:, K] < 1 - (step_prob(qt, y) / step_prob(pt, y)).clamp(max=1)
         found = keep.any(1)
-        first = keep.int().argmax(1)
-        out[todo[found]] = y[found, first[found]]
+        first_kept = keep.int().argmax(1)
+        out[todo[found]] = y[found, first_kept[found]]
         todo = todo[~found]
+        first += n
         n = min(4 * n, MAX_TRIALS)
     return out
 
@@ -73,7 +82,7 @@ def verify_joint(
     num_slots: torch.Tensor,  # [N]
     accept_uniforms: torch.Tensor,  # [N, S, K] float64; a group's first token's uniform tests it
     sample_uniforms: torch.Tensor,  # [N, S, K] float64; draws from p and one-token residuals
-    generator: torch.Generator | None,  # the trials of residuals of several tokens
+    residual_noise: SlotNoise | None,  # the trials of residuals of several tokens
     *,
     groups: tuple[tuple[int, ...], ...] | None = None,  # codebooks tested together; None: all K
     target_logits: torch.Tensor | None = None,
@@ -84,7 +93,7 @@ def verify_joint(
     """`verify` with each group of a step's tokens accepted or rejected as a whole (module
     doc); a step is accepted when all its groups are. Groups of one token are
     `verify_reference`'s token-wise test. The same arguments and result as
-    `verify_reference`, and the generator the residuals are drawn with."""
+    `verify_reference`, and the keyed noise of the slots the residuals are drawn with."""
     if target_logits is not None:
         target_probs = transform(target_logits, sampling, allowed)
     p = target_probs.float()
@@ -112,7 +121,7 @@ def verify_joint(
     after = slot[None, :] >= accepted[:, None]
     fresh = categorical(p, sample_uniforms)  # [N, S, K]
     steps = fresh.clone()
-    for g, ok in zip(groups, passed):
+    for gi, (g, ok) in enumerate(zip(groups, passed)):
         steps[:, :, g] = torch.where(ok[..., None] & (at | coupling)[..., None], d[:, :, g], fresh[:, :, g])
         redraw = has_draft & after & ~ok & (at | coupling)
         if len(g) == 1:
@@ -121,7 +130,11 @@ def verify_joint(
             steps[:, :, g] = torch.where(redraw[..., None], categorical(residual, sample_uniforms[:, :, g]), steps[:, :, g])
         elif bool(redraw.any()):
             part = steps[:, :, g]
-            part[redraw] = draw_residual(p[:, :, g][redraw], q[:, :, g][redraw], generator)
+            if residual_noise is None:
+                raise ValueError("a joint test draws the residuals of several tokens from keyed noise: pass residual_noise")
+            trials = lambda count, first, where=redraw, g=g, gi=gi: residual_noise.trials(where, K + len(groups), count, first)[
+                :, g + [K + gi]]
+            part[redraw] = draw_residual(p[:, :, g][redraw], q[:, :, g][redraw], trials)
             steps[:, :, g] = part
     before = (slot[None, :] < accepted[:, None])[..., None]
     tokens = torch.where(before, d, steps)

@@ -46,7 +46,7 @@ VERIFY_DOC = """Verifies N windows of drafts against their target distributions.
     Slots of K tokens (`[N, S, K, V]` targets, `[N, S, K]` drafts and uniforms) run on
     the PyTorch path: a slot is accepted when all its K drafts are, or with `step_groups`
     (exact rule only) when each group of its drafts passes one test as a whole, a group's
-    residual then drawn with `generator` (`mmspec.kernels.verify_joint`).
+    residual then drawn from `residual_noise` (`mmspec.kernels.verify_joint`).
 
     Slot i of a window holds the target p_i of its position and optionally a draft d_i drawn
     from q_i. Slots are accepted left to right while `accept_uniforms[i] < rule.accept_prob`;
@@ -86,7 +86,7 @@ VERIFY_DOC = """Verifies N windows of drafts against their target distributions.
             groups of token indices tested together, e.g. `((0, 1, 2, 3),)` for a whole step
             as one token of V^K (exact rule; relaxed rules test token by token). None: each
             token on its own.
-        generator (`torch.Generator`, *optional*): draws of the residuals of groups.
+        residual_noise (`SlotNoise`, *optional*): the slots' keyed noise, for the residuals of groups.
 
     Returns:
         `VerifyOutput`: accepted and run-length counts `[N]`, the tokens `[N, S]` and the p used.

@@ -46,11 +46,12 @@ from dataclasses import dataclass, replace
 import torch
 
 from mmspec.core.contracts import CallTree, GuidedLogits
-from mmspec.core.sampling import uniforms
+from mmspec.core.noise import Noise, SlotNoise
 from mmspec.decoding.branches.candidates import Windows, branch_candidates, neighbour_sources
 from mmspec.decoding.branches.setting import BranchSetting
 from mmspec.decoding.steps import allowed_steps, step_logits
-from mmspec.kernels.verify import verify
+from mmspec.kernels.verify import verify, verify_keyed
+from mmspec.kernels.verify_keyed import rank_scores
 
 
 @dataclass
@@ -101,9 +102,13 @@ class Branches:
     their verification into the windows', and `commit` says which of their cache entries
     to keep. `reset` drops what they carry (the setting changed, or an AR step ran)."""
 
-    def __init__(self, layout, sampling, rule, coupled: bool, step_groups, generator, device):
+    def __init__(self, layout, sampling, rule, coupled: bool, step_groups, noise: Noise, attempts: torch.Tensor, keyed: bool,
+                 device):
         self.layout, self.sampling, self.rule, self.coupled = layout, sampling, rule, coupled
-        self.step_groups, self.generator, self.device = step_groups, generator, device
+        self.step_groups, self.device = step_groups, device
+        # keyed: each node's winner under the row's noise; else SJD / MC-SJD uniforms keyed by
+        # the position a node predicts and its attempt (`attempts [B, T + 1]`, the loop's)
+        self.noise, self.attempts, self.keyed = noise, attempts, keyed
         self.sources = neighbour_sources(layout).to(device)
         self.nodes: BranchNodes | None = None  # this forward's nodes
         self.carry: BranchCarry | None = None
@@ -116,6 +121,7 @@ class Branches:
         inputs) under tree attention; returns the extended inputs."""
         B, R, L, K = windows.drafts.shape
         S, T, V, device = L + 1, windows.tokens.shape[1], windows.q.shape[-1], self.device
+        self.ranked = setting.candidates + 1  # keyed: the winner and the runners-up next forwards' candidates take
         D, c = min(setting.slots, L), setting.length
         q = windows.q
         cand, cand_ok = branch_candidates(windows, setting, self.sources, self.layout)
@@ -196,8 +202,6 @@ class Branches:
         c, S, K, V = c1 - 1, drafts.shape[1], drafts.shape[2], nodes.chain_q.shape[-1]
         T = self.layout.length
         rows = B * R * D * C
-        accept_u = uniforms((rows, c + 1, K), self.generator, self.device)
-        sample_u = uniforms((rows, c + 1, K), self.generator, self.device)
         # every branch: slot i gets p from node i and, as its draft, the token of node i + 1
         valid = nodes.valid.view(rows, c + 1)
         idx = nodes.index.view(rows, c + 1).clamp(min=0)
@@ -210,14 +214,22 @@ class Branches:
         has_draft = valid.roll(-1, 1)
         has_draft[:, -1] = False
         branch_drafts = torch.where(has_draft[..., None], nodes.tokens.view(rows, c + 1, K).roll(-1, 1), -1)
-        branch_q = torch.cat([nodes.chain_q.reshape(rows, c, K, V), torch.zeros(rows, 1, K, V, device=self.device)], 1)
-        branch_q = branch_q * has_draft[..., None, None]
-        res = verify(
-            None, branch_q, branch_drafts, num_slots, accept_u, sample_u,
-            target_logits=target, sampling=self.sampling, allowed=allowed_steps(self.layout, predicts),
-            rule=self.rule, coupling=self.coupled,
-            step_groups=self.step_groups, generator=self.generator, check=False,
-        )
+        allowed = allowed_steps(self.layout, predicts)
+        if self.keyed:
+            res = verify_keyed(target, branch_drafts, num_slots, noise=self.noise, rows=seq[:, 0], positions=predicts,
+                               sampling=self.sampling, allowed=allowed, ranked=self.ranked, check=False)
+            res.target_probs = rank_scores(res.ranked, V)
+        else:
+            branch_q = torch.cat([nodes.chain_q.reshape(rows, c, K, V), torch.zeros(rows, 1, K, V, device=self.device)], 1)
+            branch_q = branch_q * has_draft[..., None, None]
+            # the alternatives to a window's own slots take that slot's uniforms: one of them is used
+            slots = SlotNoise(self.noise, seq[:, 0], predicts, self.attempts[seq, predicts])
+            res = verify(
+                None, branch_q, branch_drafts, num_slots, slots.uniform("accept", K), slots.uniform("resample", K),
+                target_logits=target, sampling=self.sampling, allowed=allowed,
+                rule=self.rule, coupling=self.coupled,
+                step_groups=self.step_groups, residual_noise=slots, check=False,
+            )
         next_ok = valid[:, :c]  # node i - 1 computed the p that draft i follows
         self.carry = BranchCarry(
             tokens=torch.where(nodes.valid[..., 0, None], nodes.tokens[..., 0, :], -1),

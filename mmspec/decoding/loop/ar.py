@@ -1,5 +1,7 @@
 """Plain autoregressive decoding: one step per forward, the baseline every method is
-measured against and the exact reference for the lossless ones."""
+measured against and the exact reference for the lossless ones. Each step is drawn by
+Gumbel-max under the row's keyed noise (`mmspec.core.noise`), so the tokens are a function
+of the rows' keys: the ones every method of the keyed family returns."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import torch
 
 from mmspec.core.contracts import TokenSession
 from mmspec.core.layout import TokenLayout
+from mmspec.core.noise import Noise, as_noise
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.loop.active_rows import ActiveRows
 from mmspec.decoding.stats import DecodeStats
@@ -21,7 +24,7 @@ def decode_ar(
     session: TokenSession,
     layout: TokenLayout,
     sampling: SamplingConfig,
-    generator: torch.Generator | None = None,
+    noise: Noise | torch.Generator | list | None = None,
     on_step: Callable[[int, int], None] | None = None,
     stopping: Stopping | None = None,
     processors=(),
@@ -29,6 +32,7 @@ def decode_ar(
 ) -> tuple[torch.Tensor, DecodeStats]:
     """Samples `layout.length` steps one per forward, until every sequence has stopped.
 
+    `noise`: the call's keyed noise, or the generator(s) its keys are drawn from.
     Returns tokens `[B, T]` (`[B, T, K]` for K tokens per step) and their DecodeStats.
     `on_step(committed, total)` is called after every forward (progress bars, callbacks),
     `on_commit(tokens)` with the tokens committed so far (streaming).
@@ -38,6 +42,8 @@ def decode_ar(
     B, T, K = session.batch_size, layout.length, layout.tokens_per_step
     logits = prefill_steps(session, K)
     device = logits.cond.device
+    noise = as_noise(noise, B, device)
+    noise.remember(1, K, logits.cond.shape[-1])
     stopping = stopping or Stopping.none(B, T, device)
     prompt = prompt_steps(session, K)
     tokens = torch.full((B, T, K), -1, dtype=torch.long, device=device)
@@ -47,7 +53,7 @@ def decode_ar(
     t = 0
     while True:
         # 1. draw step t from the logits that predict it (the prefill's for t = 0)
-        tokens[:, t] = draw_step(logits, t, layout, sampling, generator, tokens, committed, processors, prompt)
+        tokens[:, t] = draw_step(logits, t, layout, sampling, noise, tokens, committed, processors, prompt)
         committed[:, t] = True
         stopping.update(tokens, committed)
         done = stopping.done(committed)

@@ -38,10 +38,11 @@ import torch.nn.functional as F
 
 from mmspec.core.contracts import GuidedLogits, TokenSession
 from mmspec.core.layout import TokenLayout
+from mmspec.core.noise import Noise, SlotNoise, as_noise
 from mmspec.core.rules import bind_cached
-from mmspec.core.sampling import SamplingConfig, sample, transform, uniforms
+from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.auto.choice_log import ChoiceLog
-from mmspec.decoding.auto.chooser import BRANCH_PRESETS, Choice, make_chooser
+from mmspec.decoding.auto.chooser import BRANCH_PRESETS, Choice, drafter_options, make_chooser
 from mmspec.decoding.auto.cost_curve import CostCurve
 from mmspec.decoding.auto.glue import GlueTimer
 from mmspec.decoding.branches.candidates import Windows
@@ -53,8 +54,9 @@ from mmspec.decoding.loop.active_rows import ActiveRows
 from mmspec.decoding.loop.stopping import Stopping
 from mmspec.decoding.loop.window_io import Inputs, Verified
 from mmspec.decoding.stats import DecodeStats
-from mmspec.decoding.steps import allowed_steps, draw_step, forward_steps, prefill_steps, prompt_steps, step_logits
-from mmspec.kernels.verify import verify
+from mmspec.decoding.steps import allowed_steps, draw_step, forward_steps, keyed_draw, prefill_steps, prompt_steps, step_logits
+from mmspec.kernels.verify import verify, verify_keyed
+from mmspec.kernels.verify_keyed import rank_scores
 
 
 def branch_options(config: DecodingConfig, device: torch.device | None = None, tree: bool = True) -> tuple:
@@ -62,7 +64,7 @@ def branch_options(config: DecodingConfig, device: torch.device | None = None, t
     unset the presets on CUDA (on a CPU a branch forward costs several plain ones, and its
     scratch positions make every forward's attention longer) where `tree` (the session
     offers tree attention and no logits processors run), and none."""
-    if config.method != "auto":
+    if not config.chooses:
         return (config.branch_setting,)
     if config.branches is None:
         return (None,) + (BRANCH_PRESETS if tree and device is not None and device.type == "cuda" else ())
@@ -80,24 +82,33 @@ class JacobiLoop:
     """The state of one decoding call and its named phases; `run()` loops them."""
 
     def __init__(self, session: TokenSession, layout: TokenLayout, sampling: SamplingConfig, config: DecodingConfig,
-                 generator: torch.Generator | None, stopping: Stopping, processors=(), cost: CostCurve | None = None):
+                 noise: Noise, stopping: Stopping, processors=(), cost: CostCurve | None = None):
         self.session = ActiveRows(session)  # finished sequences leave the forwards
         self.layout, self.sampling, self.config = layout, sampling, config
-        self.generator, self.stopping, self.processors = generator, stopping, tuple(processors)
+        self.noise, self.stopping, self.processors = noise, stopping, tuple(processors)
+        self.keyed = config.keyed  # else SJD / MC-SJD, their uniforms keyed by (row, position, attempt)
+        self.greedy = sampling.temperature == 0
         self.rule = bind_cached(config.rule, layout.token_embeddings, layout.allowed)
         self.drafter = config.drafter
         self.step_groups = config.step_groups(layout.tokens_per_step)
         self.device = device = session.prefill_logits().cond.device
+        B, T, K, V = session.batch_size, layout.length, layout.tokens_per_step, layout.vocab_size
+        # SJD / MC-SJD: how often each position was verified, so that a test draws fresh uniforms
+        self.attempts_at = torch.zeros(B, T + 1, dtype=torch.long, device=device)
         branch_settings = branch_options(config, device, getattr(session, "supports_tree", False) and not processors)
         self.branches = None  # the call's branches, when a setting may use them
         if any(setting is not None for setting in branch_settings):
             check_branches(session, layout, processors)
-            self.branches = Branches(layout, sampling, self.rule, config.coupled, self.step_groups, generator, device)
+            self.branches = Branches(layout, sampling, self.rule, config.coupled, self.step_groups, noise,
+                                     self.attempts_at, self.keyed, device)
+        # keyed: the most runners-up a branch setting takes as candidates (besides the winner)
+        self.ranked = 1 + max((s.candidates for s in branch_settings if s is not None), default=-1)
         plan = config.scheduler.plan(layout)
         self.starts, self.ends = plan.starts.to(device), plan.ends.to(device)
         self.parent, self.need = plan.parent.to(device), plan.need.to(device)
-        B, T, K, V = session.batch_size, layout.length, layout.tokens_per_step, layout.vocab_size
         R, L = len(plan), config.draft_window
+        if self.keyed:
+            noise.remember(R, K, V)
         self.B, self.T, self.K, self.V, self.R, self.L, self.S = B, T, K, V, R, L, L + 1
         self.prompt = prompt_steps(session, K)
 
@@ -127,9 +138,11 @@ class JacobiLoop:
         self.forced = None if layout.forced is None else layout.forced.to(device)
         self.forwards = 0
         # this forward's setting: fixed by the config, or picked by auto's chooser
+        if self.drafter is None and not config.chooses:  # auto with its choices fixed: the first drafter it offers
+            self.drafter = drafter_options(layout, self.prompt is not None)[0]
         self.choice = Choice(L, config.branch_setting, self.drafter)
         self.chooser, self.choices = None, None
-        if config.method == "auto":
+        if config.chooses:
             self.cost = cost or CostCurve.flat(B)
             self.chooser = make_chooser(config, layout, self.cost, branch_settings, min(L, T - 1), device, self.prompt is not None)
             self.choices = ChoiceLog()
@@ -147,7 +160,7 @@ class JacobiLoop:
 
     def prefill(self) -> None:
         """The prefill predicts position 0, drawn as AR does."""
-        first = draw_step(prefill_steps(self.session, self.K), 0, self.layout, self.sampling, self.generator,
+        first = draw_step(prefill_steps(self.session, self.K), 0, self.layout, self.sampling, self.noise,
                           self.tokens, self.committed, self.processors, self.prompt)
         self.commit_run(torch.zeros_like(self.b), first[:, None], torch.ones_like(self.b, dtype=torch.bool))
         self.n[:, 0] = 1
@@ -174,7 +187,9 @@ class JacobiLoop:
             timed = self.chooser is not None and self.config.redraft  # drafting that grows with the window
             if timed:
                 self.glue.begin_draft()
-            new = first_drafts(self.drafter, history, where, self.layout, self.prompt, self.generator, self.hints)
+            at = where.clamp(min=0)
+            u = self.noise.uniform("draft", self.b[:, 0], at, self.K, self.attempts_at.gather(1, at))
+            new = first_drafts(self.drafter, history, where, self.layout, self.prompt, u, self.hints)
             if timed:
                 self.glue.end_draft(int(need.any(0).sum()))
             new = new.view(self.B, self.R, self.L, self.K)
@@ -287,8 +302,6 @@ class JacobiLoop:
         self.forwards += 1
         M = inputs.take.shape[1]  # the window inputs; branch nodes follow them
         main = logits if inputs.tree is None else GuidedLogits(*(None if x is None else x[:, :M] for x in (logits.cond, logits.uncond)))
-        # uniforms for every window, live or not: a call's draws never depend on which are done
-        accept_u, sample_u = uniforms((2, B * R, S, K), self.generator, self.device)
         window = live.view(-1).nonzero()[:, 0]  # the live windows, b * R + r
         b, r = window // R, window % R
         every = len(window) == B * R  # then per-window tensors are views, not gathers
@@ -311,27 +324,44 @@ class JacobiLoop:
         drafts = at(self.drafts)[:, :Lv]
         if R > 1:  # a segment's last drafts predict outside it
             drafts = torch.where((win_pos[:, :Lv] < self.ends[r][:, None])[..., None], drafts, -1)
-        q = F.one_hot(drafts.clamp(min=0), V).float()  # first drafts: one-hot
-        carried = min(Lv, self.q_dense.shape[2])  # no later slot is carried
-        if carried:  # carried drafts: the p of their slot in the last verification
-            q[:, :carried] = torch.where(at(self.q_carried)[:, :carried, None, None], at(self.q_dense)[:, :carried], q[:, :carried])
         if Sv > L:  # the slot after the last draft has a p and no draft
             drafts = torch.cat([drafts, drafts.new_full((len(window), 1, K), -1)], 1)
-            q = torch.cat([q, q.new_zeros(len(window), 1, K, V)], 1)
         num_slots = at(inputs.num_slots)
-        out = verify(
-            None, q, drafts, num_slots, at(accept_u.view(B, R, S, K))[:, :Sv], at(sample_u.view(B, R, S, K))[:, :Sv],
-            target_logits=target, sampling=self.sampling, allowed=allowed_steps(self.layout, win_pos),
-            rule=self.rule, coupling=self.config.coupled,
-            step_groups=self.step_groups, generator=self.generator, check=False,
-        )
+        allowed = allowed_steps(self.layout, win_pos)
+        if self.keyed:
+            out = verify_keyed(target, drafts, num_slots, noise=self.noise, rows=b, positions=win_pos, sampling=self.sampling,
+                               allowed=allowed, ranked=self.ranked if self.branches is not None else 0, check=False)
+            if out.ranked is not None:  # the branches' stand-in for q: the runners-up by perturbed score
+                out.target_probs = rank_scores(out.ranked, V)
+        else:
+            out = self.verify_sampled(target, drafts, num_slots, allowed, b, r, win_pos, at, Lv, Sv)
         keep, main = None, out
         if inputs.tree is not None:
             out, keep = self.branches.merge(logits, out, b, r, drafts)
+        if not self.keyed:  # a position verified again draws fresh uniforms
+            self.attempts_at[b[:, None], win_pos] += self.slot[:Sv] < num_slots[:, None]
         if self.chooser is not None:
             rejected = main.accepted < num_slots - 1  # a fed draft was rejected
             self.observed += torch.stack([out.run_length.sum(), (out.run_length - main.run_length).sum(), rejected.sum()]) / max(len(b), 1)
         return Verified.scatter(out, b, r, self.drafts, S), keep
+
+    def verify_sampled(self, target, drafts, num_slots, allowed, b, r, win_pos, at, Lv: int, Sv: int):
+        """SJD / MC-SJD verification of the live windows `(b, r)`, with the dense q of their
+        drafts and uniforms keyed by (row, position, attempt)."""
+        K, V = self.K, self.V
+        q = F.one_hot(drafts[:, :Lv].clamp(min=0), V).float()  # first drafts: one-hot
+        carried = min(Lv, self.q_dense.shape[2])  # no later slot is carried
+        if carried:  # carried drafts: the p of their slot in the last verification
+            q[:, :carried] = torch.where(at(self.q_carried)[:, :carried, None, None], at(self.q_dense)[:, :carried], q[:, :carried])
+        if Sv > Lv:  # the slot after the last draft has a p and no draft
+            q = torch.cat([q, q.new_zeros(len(b), Sv - Lv, K, V)], 1)
+        slots = SlotNoise(self.noise, b, win_pos, self.attempts_at[b[:, None], win_pos])
+        return verify(
+            None, q, drafts, num_slots, slots.uniform("accept", K), slots.uniform("resample", K),
+            target_logits=target, sampling=self.sampling, allowed=allowed,
+            rule=self.rule, coupling=self.config.coupled,
+            step_groups=self.step_groups, residual_noise=slots, check=False,
+        )
 
     def commit_run(self, pos: torch.Tensor, steps: torch.Tensor, mask: torch.Tensor) -> None:
         """Commits `steps [B, ..., K]` at positions `pos [B, ...]` of each sequence where `mask`."""
@@ -385,6 +415,8 @@ class JacobiLoop:
             carried = torch.full_like(carried, -1)
             self.q_carried.zero_()
         self.drafts = carried
+        if verified.target_probs is None:  # keyed, without branches: the drafts are the whole state
+            return
         b, r = verified.b, verified.r
         every = len(b) == B * self.R
         # the p of the new slots that can carry one: those before the last verified slot
@@ -480,8 +512,8 @@ class JacobiLoop:
         self.session.commit(pos, fresh)
         self.mark_kv_done(pos, fresh)
         at = n.clamp(max=self.T - 1)[:, None]
-        probs = transform(step_logits(logits, at, self.sampling), self.sampling, allowed_steps(self.layout, at))
-        self.commit_run(at, sample(probs, self.generator), live[:, None])
+        self.commit_run(at, keyed_draw(step_logits(logits, at, self.sampling), at, self.layout, self.sampling, self.noise,
+                                       self.b[:, 0]), live[:, None])
         self.n[:, 0] = n + live.long()
         self.drafts.fill_(-1)
         self.q_carried.zero_()
@@ -517,7 +549,7 @@ def decode_jacobi(
     layout: TokenLayout,
     sampling: SamplingConfig,
     config: DecodingConfig,
-    generator: torch.Generator | None = None,
+    noise: Noise | torch.Generator | list | None = None,
     on_step: Callable[[int, int], None] | None = None,
     stopping: Stopping | None = None,
     processors=(),
@@ -527,7 +559,10 @@ def decode_jacobi(
     """Decodes `layout.length` steps per sequence with `config`; see the module docstring.
 
     The session must have been started with `extra_positions(layout, config, device)`.
+    `noise`: the call's keyed noise, or the generator(s) its keys are drawn from.
     `cost`: auto's cost curve of the model's forward (flat when not given).
     """
-    stopping = stopping or Stopping.none(session.batch_size, layout.length, session.prefill_logits().cond.device)
-    return JacobiLoop(session, layout, sampling, config, generator, stopping, processors, cost).run(on_step, on_commit)
+    device = session.prefill_logits().cond.device
+    stopping = stopping or Stopping.none(session.batch_size, layout.length, device)
+    noise = as_noise(noise, session.batch_size, device)
+    return JacobiLoop(session, layout, sampling, config, noise, stopping, processors, cost).run(on_step, on_commit)
