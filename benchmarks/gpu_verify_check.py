@@ -1,6 +1,6 @@
 """Checks the Triton verification kernel against its PyTorch reference on a GPU, and times both.
 
-    PYTHONPATH=. python benchmarks/gpu_verify_check.py
+    PYTHONPATH=. python benchmarks/gpu_verify_check.py [--only probabilistic|keyed]
 
 Sizes: LlamaGen (V = 16384, window L in {16, 32}, batch 1-16; CFG is combined before
 verification, so N = batch windows of S = L + 1 slots, top-k 2000) and Emu3 (logits over
@@ -12,12 +12,19 @@ row verifies random windows (dense q near p, 20% of slots without a draft) and r
   (must be identical: this is the exactness check);
 - end-to-end: windows whose decisions match the reference run from the logits on the GPU
   (a window may differ where a uniform lies within float32 rounding of its threshold).
+Keyed rows (the exact-rule sizes above) time `verify_keyed_reference` and
+`verify_keyed_triton` on the GPU (drafts: the winners at 80% of slots, else none) and
+report the fraction of slots whose winner (every slot with a p) is the one the reference
+finds on CPU from the same logits and keys (must be ~1.0: float64 log may differ by an ulp
+between libdevice and the CPU, which moves a winner only on a near-tie), and the windows
+whose accepted count, run length and tokens match that CPU reference.
 Writes benchmarks/results/gpu_verify_check.{md,json} with the device, versions and seed.
 Meant to take well under 5 minutes on one GPU: it stops adding rows after 4 minutes.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import platform
 import statistics
@@ -55,6 +62,7 @@ CASES = [
     *(Case("Emu3", b, 16, EMU3_VOCAB, top_k=2048, allowed_tokens=EMU3_IMAGE_TOKENS) for b in (1, 4, 16)),
     Case("Emu3", 4, 32, EMU3_VOCAB, top_k=2048, allowed_tokens=EMU3_IMAGE_TOKENS),
 ]
+KEYED_CASES = [case for case in CASES if case.rule == "exact"]  # keyed verification has no rule
 
 
 def make_inputs(case: Case, generator: torch.Generator, device: str) -> dict:
@@ -140,9 +148,50 @@ def run_case(case: Case, generator: torch.Generator, device: str = "cuda") -> di
     )
 
 
-def write_results(rows: list[dict], meta: dict) -> None:
+def run_keyed_case(case: Case, generator: torch.Generator, device: str = "cuda") -> dict:
+    from mmspec.core.noise import Noise
+    from mmspec.kernels.verify_keyed import verify_keyed_reference
+    from mmspec.kernels.verify_keyed_triton import verify_keyed_triton
+
+    inputs = make_inputs(case, generator, device)
+    logits, allowed, sampling, num_slots = (inputs[k] for k in ("target_logits", "allowed", "sampling", "num_slots"))
+    N, S = logits.shape[:2]
+    noise = Noise.from_generator(torch.Generator().manual_seed(SEED), batch_size=N, device=device)
+    rows = torch.arange(N, device=device)
+    positions = torch.randint(0, 4096, (N, 1), generator=generator, device=device) + torch.arange(S, device=device)
+    keyed = dict(noise=noise, rows=rows, positions=positions, sampling=sampling, allowed=allowed)
+    on_cpu = dict(noise=Noise(noise.keys.cpu()), rows=rows.cpu(), positions=positions.cpu(), sampling=sampling,
+                  allowed=None if allowed is None else allowed.cpu())
+    logits_cpu = logits.cpu()
+
+    # winners of every slot: all slots have a p, no drafts, so the tokens are the winners
+    full, none = torch.full((N,), S, device=device), torch.full((N, S), -1, device=device)
+    winners = verify_keyed_triton(logits, none, full, **keyed).tokens.cpu()
+    cpu_winners = verify_keyed_reference(logits_cpu, none.cpu(), full.cpu(), **on_cpu).tokens
+    agreeing = int((winners == cpu_winners).sum())
+
+    # decisions: drafts that follow the winners for a while
+    drafts = torch.where(torch.rand(N, S, generator=generator, device=device) < 0.8, winners.to(device), none)
+    kernel = verify_keyed_triton(logits, drafts, num_slots, **keyed)
+    reference = verify_keyed_reference(logits_cpu, drafts.cpu(), num_slots.cpu(), **on_cpu)
+    windows = torch.ones(N, dtype=torch.bool)
+    for a, b in zip(decisions(kernel), decisions(reference)):
+        windows &= (a == b).view(N, -1).all(-1)
+
+    return dict(
+        model=case.model, batch=case.batch, L=case.L, V=case.V,
+        transform=f"top_k={case.top_k} top_p={case.top_p}" + (f" allowed={case.allowed_tokens}" if case.allowed_tokens else ""),
+        reference_ms=median_ms(lambda: verify_keyed_reference(logits, drafts, num_slots, **keyed)),
+        triton_ms=median_ms(lambda: verify_keyed_triton(logits, drafts, num_slots, **keyed)),
+        winners_agreeing=agreeing / (N * S), winners_compared=N * S,
+        mean_accepted=float(reference.accepted.double().mean()),
+        windows_agreeing=f"{int(windows.sum())}/{N}",
+    )
+
+
+def write_results(rows: list[dict], meta: dict, keyed_rows: list[dict] = ()) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "gpu_verify_check.json").write_text(json.dumps(dict(meta, rows=rows), indent=2))
+    (RESULTS / "gpu_verify_check.json").write_text(json.dumps(dict(meta, rows=rows, keyed_rows=list(keyed_rows)), indent=2))
     head = "| model | batch | L | V | rule | transform | reference ms | triton ms | speed-up | max abs dp | same-p decisions | end-to-end |"
     lines = [f"# verify: Triton vs reference on {meta['device']}", "",
              f"torch {meta['torch']}, triton {meta['triton']}, CUDA {meta['cuda']}, seed {meta['seed']}", "",
@@ -153,10 +202,24 @@ def write_results(rows: list[dict], meta: dict) -> None:
             f"{r['triton_ms']:.2f} | {r['reference_ms'] / r['triton_ms']:.2f}x | {r['max_abs_dp']:.1e} | "
             f"{'identical' if r['same_p_decisions_identical'] else 'DIFFERENT'} | {r['end_to_end_windows_agreeing']} |"
         )
+    if keyed_rows:
+        head = ("| model | batch | L | V | transform | reference ms | triton ms | speed-up | winners agreeing with CPU | "
+                "mean accepted | windows agreeing with CPU |")
+        lines += ["", "## keyed verify: Triton (noise made in the kernel) vs reference", "",
+                  head, "|" + "---|" * (head.count("|") - 1)]
+        for r in keyed_rows:
+            lines.append(
+                f"| {r['model']} | {r['batch']} | {r['L']} | {r['V']} | {r['transform']} | {r['reference_ms']:.2f} | "
+                f"{r['triton_ms']:.2f} | {r['reference_ms'] / r['triton_ms']:.2f}x | {r['winners_agreeing']:.4f} "
+                f"of {r['winners_compared']} | {r['mean_accepted']:.2f} | {r['windows_agreeing']} |"
+            )
     (RESULTS / "gpu_verify_check.md").write_text("\n".join(lines) + "\n")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=("probabilistic", "keyed"), help="run one kind of rows only")
+    only = parser.parse_args(argv).only
     if not torch.cuda.is_available():
         print("gpu_verify_check: no CUDA device; this check needs one GPU (the CPU tests run the kernel interpreted)")
         return 2
@@ -169,16 +232,19 @@ def main() -> int:
     generator = torch.Generator(device="cuda").manual_seed(SEED)
     meta = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__,
                 cuda=torch.version.cuda, python=platform.python_version(), seed=SEED)
-    start, rows = time.perf_counter(), []
-    for case in CASES:
+    start, rows, keyed_rows = time.perf_counter(), [], []
+    plan = [(case, run_case, rows) for case in CASES if only != "keyed"]
+    plan += [(case, run_keyed_case, keyed_rows) for case in KEYED_CASES if only != "probabilistic"]
+    for case, run, out in plan:
         if time.perf_counter() - start > TIME_BUDGET_S:
-            print(f"time budget of {TIME_BUDGET_S:.0f} s spent: skipping {case}")
+            print(f"time budget of {TIME_BUDGET_S:.0f} s spent: skipping {run.__name__} {case}")
             continue
-        rows.append(run_case(case, generator))
-        print(json.dumps(rows[-1]), flush=True)
-    write_results(rows, meta)
+        out.append(run(case, generator))
+        print(json.dumps(out[-1]), flush=True)
+    write_results(rows, meta, keyed_rows)
     ok = all(r["same_p_decisions_identical"] and r["max_abs_dp"] <= 1e-5 for r in rows)
-    print(f"{'OK' if ok else 'FAILED'}: {len(rows)} rows in {time.perf_counter() - start:.0f} s, see {RESULTS / 'gpu_verify_check.md'}")
+    ok &= all(r["winners_agreeing"] >= 0.999 for r in keyed_rows)
+    print(f"{'OK' if ok else 'FAILED'}: {len(rows) + len(keyed_rows)} rows in {time.perf_counter() - start:.0f} s, see {RESULTS / 'gpu_verify_check.md'}")
     return 0 if ok else 1
 
 

@@ -339,7 +339,8 @@ class JacobiLoop:
         if inputs.tree is not None:
             out, keep = self.branches.merge(logits, out, b, r, drafts)
         if not self.keyed:  # a position verified again draws fresh uniforms
-            self.attempts_at[b[:, None], win_pos] += self.slot[:Sv] < num_slots[:, None]
+            tested = (self.slot[:Sv] < num_slots[:, None]).long()  # clamped positions repeat: accumulate
+            self.attempts_at.index_put_((b[:, None].expand_as(win_pos), win_pos), tested, accumulate=True)
         if self.chooser is not None:
             rejected = main.accepted < num_slots - 1  # a fed draft was rejected
             self.observed += torch.stack([out.run_length.sum(), (out.run_length - main.run_length).sum(), rejected.sum()]) / max(len(b), 1)
