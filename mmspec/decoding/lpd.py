@@ -6,7 +6,8 @@ groups (`decodes_in_groups`, `mmspec.core.contracts.GroupModel`), returning toke
 
 Each step samples the queried group from its logits, with LPD's linear guidance schedule
 (`linear_guidance`: the scale grows with a token's place in the order)
-and the usual temperature / top-k / top-p, every draw from the caller's generator.
+and the usual temperature / top-k / top-p, every draw Gumbel-max under keyed noise
+(`mmspec.core.noise`) keyed by the raster cell, the order's seed from the same keys.
 
 Example:
     >>> import torch
@@ -30,7 +31,8 @@ from dataclasses import dataclass
 
 import torch
 
-from mmspec.core.sampling import SamplingConfig, classifier_free_guidance, sample, transform
+from mmspec.core.noise import Noise, as_noise
+from mmspec.core.sampling import SamplingConfig, classifier_free_guidance, transformed_scores
 from mmspec.decoding.config import LPDDecoding  # noqa: F401 (its old home: still importable from here)
 from mmspec.decoding.orders import LocalityOrder
 from mmspec.decoding.stats import DecodeStats
@@ -72,7 +74,7 @@ def generate_lpd(
     labels: torch.Tensor,
     order: LocalityOrder,
     sampling: SamplingConfig,
-    generator: torch.Generator | None = None,
+    generator: torch.Generator | list | Noise | None = None,
     orders: torch.Tensor | None = None,
     guidance_schedule: str = "linear",
     on_step: Callable[[int, int], None] | None = None,
@@ -81,8 +83,10 @@ def generate_lpd(
 
     Args:
         model: an LPD model (`mmspec.models.networks.lpd.LPD`), whose `start` opens its cached session.
+        generator: read once for a key per image (`mmspec.core.noise`): the order's seed
+            and each cell's Gumbel-max draw, keyed by its raster cell, come from it.
         orders: `[B, T]` raster cells in generation order; by default drawn from `order`
-            (its seeds from `generator`). Their group sizes are `order.group_sizes` either way.
+            (its seeds from the keys). Their group sizes are `order.group_sizes` either way.
         guidance_schedule: "linear" (LPD's) or "constant" (the full scale for every token).
         on_step: called with (cells decoded per image, cells per image) after each forward.
     """
@@ -91,8 +95,11 @@ def generate_lpd(
     if order.grid_size**2 != T:
         raise ValueError(f"the order is for a {order.grid_size}x{order.grid_size} grid; the model makes {T} cells")
     labels = torch.as_tensor(labels, device=model.device).long()
+    rows = torch.arange(len(labels), device=model.device)
+    noise = as_noise(generator, len(labels), model.device)
     if orders is None:
-        orders = order.sample(len(labels), generator)
+        seeds = noise.uniform("order", rows, torch.zeros_like(rows)[:, None])[:, 0, 0] * (2**31 - 1)
+        orders = order.for_seeds(seeds.long())
     orders = orders.to(model.device)
     session = model.start(labels, orders, guided=sampling.guided)
     in_order = torch.empty_like(orders)
@@ -105,7 +112,9 @@ def generate_lpd(
             scale = linear_guidance(places, T, sampling.guidance_scale) if guidance_schedule == "linear" \
                 else torch.full((len(places),), sampling.guidance_scale, device=x.device)
             x = classifier_free_guidance(logits.uncond, x, scale[None, :, None].to(x.dtype))
-        previous = sample(transform(x, sampling), generator)
+        cells = orders[:, group]  # each cell's draw is keyed by the cell, whatever the group
+        scores = transformed_scores(x, sampling)[:, :, None]
+        previous = noise.winners(scores, rows, cells, greedy=sampling.temperature == 0)[..., 0]
         in_order[:, group] = previous
         if on_step:
             on_step(group.stop, T)

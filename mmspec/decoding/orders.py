@@ -96,7 +96,10 @@ class LocalityOrder:
 
     def sample(self, batch_size: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """`[batch_size, cells]` orders, their seeds drawn from `generator`."""
-        seeds = torch.randint(2**31 - 1, (batch_size,), generator=generator)
+        return self.for_seeds(torch.randint(2**31 - 1, (batch_size,), generator=generator))
+
+    def for_seeds(self, seeds: torch.Tensor) -> torch.Tensor:
+        """`[len(seeds), cells]`: the order of each seed."""
         return torch.stack([self.order(int(s)) for s in seeds])
 
     def groups(self) -> list[slice]:

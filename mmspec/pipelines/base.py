@@ -157,33 +157,24 @@ class MMSpecPipeline(DiffusionPipeline):
         """Runs the engine under a progress bar; calls `callback_on_step_end(pipe, step,
         tokens_committed, {})` after every forward, as diffusers calls it after every step
         (`step` counts the call's forwards from 0, `tokens_committed` the positions done per
-        sequence of the run). The bar counts positions per sequence, run after run.
+        sequence). The bar counts positions per sequence.
 
-        One generator seeds the whole batch (as in diffusers, image i of a batch then differs
-        from the same seed alone). A list of generators decodes image by image, each with its
-        own, so image i depends only on generator i; that gives up batching.
+        One generator seeds the whole batch: a key per image, drawn in turn. A list of
+        generators gives image i the key of generator i, so image i equals the same image
+        decoded alone with generator i; the batch still decodes together.
 
         `layout` None: the model's own, `sequence_length` positions long (LPD, which takes
         none); `engine`: further keywords of `mmspec.generate` (LPD's `guidance_schedule`)."""
-        if isinstance(generator, list):
-            runs = [(condition_row(condition, i), g) for i, g in enumerate(generator)]
-        else:
-            runs = [(condition, generator)]
         length = self.sequence_length if layout is None else layout.length
         callback = StepCallback(self, callback_on_step_end)
-        tokens, stats = [], []
-        with self.progress_bar(total=length * len(runs)) as bar:
-            for k, (run_condition, run_generator) in enumerate(runs):
+        with self.progress_bar(total=length) as bar:
 
-                def on_step(done: int, total: int, offset: int = k * length) -> None:
-                    bar.update(offset + done - bar.n)
-                    callback(done)
+            def on_step(done: int, total: int) -> None:
+                bar.update(done - bar.n)
+                callback(done)
 
-                run_tokens, run_stats = generate(token_model, run_condition, decoding, sampling, run_generator, on_step,
-                                                 layout=layout, **engine)
-                tokens.append(run_tokens)
-                stats += run_stats.per_sample()
-        return torch.cat(tokens), stats
+            tokens, stats = generate(token_model, condition, decoding, sampling, generator, on_step, layout=layout, **engine)
+        return tokens, stats.per_sample()
 
 
 class TokenImagePipeline(MMSpecPipeline):

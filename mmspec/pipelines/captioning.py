@@ -248,29 +248,17 @@ class CaptioningPipeline(MMSpecPipeline):
         if streamer is not None and len(images) != 1:
             raise ValueError(f"a streamer follows one caption; got {len(images)} images")
         generator = check_generator(generator, len(images))
-        # image by image when each has its own generator: caption i depends on generator i alone
-        if isinstance(generator, list):
-            runs = [(images[i:i + 1], prompts[i:i + 1], g) for i, g in enumerate(generator)]
-        else:
-            runs = [(images, prompts, generator)]
         if isinstance(decoding, DecodingConfig):  # a window past the model's room for text, or branches past V, refused
             check_decoding_memory(decoding, TokenLayout.grid((self.max_new_tokens,), self.model.config.text_config.vocab_size),
-                                  len(runs[0][0]))
+                                  len(images))
         sampling = {k: v for k, v in dict(temperature=temperature, top_k=top_k, top_p=top_p).items() if v is not None}
         settings = dict(max_new_tokens=max_new_tokens, do_sample=do_sample, streamer=streamer, **sampling)
         callback = StepCallback(self, callback_on_step_end)
-        on_step = lambda done, total: callback(done)
-        tokenizer = self.processor.tokenizer
-        tokens, text, stats = [], [], []
-        for run_images, run_prompts, run_generator in runs:
-            run_tokens, run_stats = self.decode_batch(run_images, run_prompts, run_generator, on_step, decoding, **settings)
-            tokens.append(run_tokens)
-            # 5. detokenize
-            text += [t.strip() for t in tokenizer.batch_decode(run_tokens, skip_special_tokens=True)]
-            stats += run_stats.per_sample()
-        width = max(t.shape[1] for t in tokens)  # runs stop at their own EOS: pad to the longest
-        tokens = torch.cat([torch.nn.functional.pad(t, (0, width - t.shape[1]), value=tokenizer.pad_token_id or 0)
-                            for t in tokens])
+        # a list of generators: caption i takes the key of generator i, as alone
+        tokens, stats = self.decode_batch(images, prompts, generator, lambda done, total: callback(done), decoding, **settings)
+        # 5. detokenize
+        text = [t.strip() for t in self.processor.tokenizer.batch_decode(tokens, skip_special_tokens=True)]
+        stats = stats.per_sample()
         # 6. return
         if not return_dict:
             return text, stats

@@ -254,22 +254,11 @@ class MeshPipeline(MMSpecPipeline):
         check_decoding_memory(config, token_model.layout(), batch)
         # 2. the prompts
         condition = {k: v.to(self.device) for k, v in mesh_prompts(labels, batch, self.class_token_offset).items()}
-        # a list of generators decodes mesh by mesh, each with its own (mesh i depends on generator i alone)
-        if isinstance(generator, list):
-            runs = [({k: v[i:i + 1] for k, v in condition.items()}, g) for i, g in enumerate(generator)]
-        else:
-            runs = [(condition, generator)]
-        # 3. decode
+        # 3. decode (a list of generators: mesh i takes the key of generator i, as alone)
         callback = StepCallback(self, callback_on_step_end)
-        on_step = lambda done, total: callback(done)
-        tokens, stats = [], []
-        for run_condition, run_generator in runs:
-            run_tokens, run_stats = generate(token_model, run_condition, config, sampling, run_generator, on_step,
-                                             stop_tokens=[EOS], pad_token_id=PAD)
-            tokens.append(run_tokens)
-            stats += run_stats.per_sample()
-        width = max(t.shape[1] for t in tokens)  # runs stop at their own <eos>: pad to the longest
-        tokens = torch.cat([torch.nn.functional.pad(t, (0, width - t.shape[1]), value=PAD) for t in tokens])
+        tokens, stats = generate(token_model, condition, config, sampling, generator, lambda done, total: callback(done),
+                                 stop_tokens=[EOS], pad_token_id=PAD)
+        stats = stats.per_sample()
         # 4. detokenize
         meshes, problems = zip(*(detokenize(row) for row in tokens.cpu()))
         if not return_dict:
