@@ -76,7 +76,7 @@ def run_both(case, rule=ExactRule(), coupling=True, from_logits=False, allowed=N
         args.update(target_probs=case["target_probs"])
     on_device = {k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
     kernel = vt.verify_triton(**on_device)
-    return type(kernel)(*(t.cpu() for t in vars(kernel).values())), verify_reference(**args)
+    return type(kernel)(*(None if t is None else t.cpu() for t in vars(kernel).values())), verify_reference(**args)
 
 
 def assert_same(kernel, reference):
