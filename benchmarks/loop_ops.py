@@ -1,7 +1,7 @@
 """The Jacobi loop's own cost on the shipped image model: tensor operations per forward by
 loop step, and the milliseconds of a forward against the loop's own per iteration.
 
-    PYTHONPATH=. python benchmarks/loop_ops.py            # MC-SJD window 16 from above, auto; ~1 min
+    PYTHONPATH=. python benchmarks/loop_ops.py            # keyed and MC-SJD window 16 from above, auto; ~1 min
 
 On a CPU the loop's time is set by how many small tensor operations it runs, not by their
 size. Operations are counted with a `TorchFunctionMode` (every torch function and tensor
@@ -73,7 +73,8 @@ def main() -> None:
     forward_s = [0.0]
     timed_forwards(forward_s)
     rows = []
-    for label, config in (("mc-sjd, window 16, from above", DecodingConfig.from_name("mc-sjd", window=16, init="above")),
+    for label, config in (("keyed, window 16, from above", DecodingConfig.from_name("keyed", window=16, init="above")),
+                          ("mc-sjd, window 16, from above", DecodingConfig.from_name("mc-sjd", window=16, init="above")),
                           ("auto", DecodingConfig.from_name("auto"))):
         decode = lambda i: pipe(class_labels=[i % 10], decoding=config, output_type="pt",
                                 generator=torch.Generator().manual_seed(i)).stats[0]

@@ -2,8 +2,8 @@
 
 A name is parts joined by "+", in any order, each at most once:
   * drafting: "ar", "sjd", "mc-sjd", "keyed" or "auto" (SJD when only drafters are named);
-  * acceptance: exact (no part), "lantern", "gsd" or "pcg" (relaxed; need a drafting
-    other than ar);
+  * acceptance: exact (no part), "lantern", "gsd" or "pcg" (relaxed; need sjd, mc-sjd or
+    auto);
   * schedule: raster (no part) or "zipar" ("zipar" alone: rows of AR side by side);
   * first drafts: drafter names (`mmspec.decoding.drafts.DRAFTER_NAMES`: "random", "left",
     "above", "lookup", ...), and "face-lookup", a mesh drafter that `MeshPipeline` supplies
@@ -43,7 +43,7 @@ FAMILY_DRAFTERS = {"face-lookup": "meshes (MeshPipeline)"}
 def _valid_names() -> list[str]:
     names = []
     for zipar, drafting, rule in itertools.product(("", "zipar"), DRAFTING, ("",) + RELAXED):
-        if drafting == "ar" and rule:
+        if drafting in ("ar", "keyed") and rule:  # both test drafts for equality with AR's token
             continue
         parts = [zipar] + ([] if (drafting == "ar" and zipar) else [drafting]) + [rule]
         names.append("+".join(p for p in parts if p))

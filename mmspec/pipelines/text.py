@@ -127,12 +127,14 @@ def generate_text(
         model: a transformers causal LM or VLM (`LlavaForConditionalGeneration`, ...).
         input_ids (`torch.Tensor`): long `[B, P]`, prompts padded on the left.
         attention_mask (`torch.Tensor`, *optional*): `[B, P]`, 0 at padding.
-        decoding (`str` or `DecodingConfig`, defaults to "auto"): "auto" (MC-SJD with lookup drafts whose window is
-            chosen from the device's cost curve, AR steps among the choices), "ar", "sjd",
-            "mc-sjd", each optionally "+lookup" (n-gram drafts from the prompt and text), or
-            "prompt-lookup" (every forward redrafts from the prompt and text).
+        decoding (`str` or `DecodingConfig`, defaults to "auto"): "auto" (keyed Jacobi with lookup
+            drafts whose window is chosen from the device's cost curve, AR steps among the
+            choices: AR's tokens for the seed), "ar", "keyed", "sjd", "mc-sjd", each optionally
+            "+lookup" (n-gram drafts from the prompt and text), or "prompt-lookup" (every forward
+            redrafts from the prompt and text).
         generation_config (`GenerationConfig`, *optional*): defaults to the model's.
-        generator (`torch.Generator`, *optional*): the source of every random draw.
+        generator (`torch.Generator` or a list of one per row, *optional*): read once for a
+            key per row; every draw is keyed noise of it (`mmspec.generate`).
         streamer (*optional*): a transformers `TextStreamer` / `TextIteratorStreamer`
             (batch 1): fed each forward's newly committed tokens.
         return_stats (`bool`): also return the call's `DecodeStats`.

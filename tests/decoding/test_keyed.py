@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from mmspec.core.rules import GSDRule
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.generate import generate
@@ -113,8 +114,10 @@ def test_the_same_seed_differs_between_sjd_windows_but_not_keyed_windows(model, 
 
 
 def test_keyed_refuses_relaxed_rules():
-    with pytest.raises(ValueError, match="use mc-sjd\\+gsd"):
+    with pytest.raises(ValueError, match="unknown decoding 'keyed\\+gsd'"):
         DecodingConfig.from_name("keyed+gsd")
+    with pytest.raises(ValueError, match="use mc-sjd\\+gsd"):
+        DecodingConfig(method="keyed", rule=GSDRule())
 
 
 @pytest.mark.parametrize("name", ["auto+lantern", "zipar+auto"])

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from mmspec.kernels.verify import verify
+from mmspec.core.noise import Noise, SlotNoise
 from mmspec.kernels.verify_joint import draw_residual
 from mmspec.kernels.verify_reference import verify_reference
 from mmspec.metrics.losslessness import chi_square
@@ -23,6 +24,19 @@ def joint(probs: torch.Tensor) -> torch.Tensor:
     return (probs[0][:, None] * probs[1][None]).flatten()
 
 
+def slot_noise(N: int, S: int, seed: int = 0) -> SlotNoise:
+    """Keyed noise for N windows of S slots (row i, positions 0..S-1, first attempt)."""
+    positions = torch.arange(S).expand(N, S)
+    return SlotNoise(Noise.from_generator(torch.Generator().manual_seed(seed), N), torch.arange(N), positions,
+                     torch.zeros(N, S, dtype=torch.long))
+
+
+def trials(M: int, K: int):
+    """`draw_residual`'s trial uniforms for M rows of K tokens, from one slot each."""
+    slots = slot_noise(M, 1)
+    return lambda count, first: slots.trials(torch.ones(M, 1, dtype=torch.bool), K + 1, count, first)
+
+
 def step_ids(steps: torch.Tensor) -> torch.Tensor:
     return steps[..., 0] * 3 + steps[..., 1]
 
@@ -30,7 +44,7 @@ def step_ids(steps: torch.Tensor) -> torch.Tensor:
 @pytest.mark.statistical
 def test_residual_draws_follow_the_step_residual():
     n = 100_000
-    steps = draw_residual(P.expand(n, 2, 3), Q.expand(n, 2, 3), torch.Generator().manual_seed(0))
+    steps = draw_residual(P.expand(n, 2, 3), Q.expand(n, 2, 3), trials(n, 2))
     residual = (joint(P) - joint(Q)).clamp(min=0)
     counts = torch.bincount(step_ids(steps), minlength=9)
     assert counts[residual == 0].sum() == 0
@@ -47,7 +61,7 @@ def test_committed_step_and_next_drafts_follow_p(coupling):
     drafts = torch.stack([torch.multinomial(Q[k], N * S, replacement=True, generator=g).view(N, S) for k in range(2)], -1)
     out = verify(P.expand(N, S, 2, 3).contiguous(), Q.expand(N, S, 2, 3).contiguous(), drafts, torch.full((N,), S),
                  torch.rand(N, S, 2, generator=g, **F64), torch.rand(N, S, 2, generator=g, **F64),
-                 coupling=coupling, step_groups=((0, 1),), generator=g)
+                 coupling=coupling, step_groups=((0, 1),), residual_noise=slot_noise(N, S))
     overlap = torch.minimum(joint(P), joint(Q)).sum().item()
     assert abs((out.accepted > 0).double().mean().item() - overlap) < 0.005
     assert overlap > torch.minimum(P, Q).sum(-1).prod().item() + 0.15
@@ -69,7 +83,7 @@ def test_one_codebook_pays_for_another():
     drafts = torch.tensor([[[0, 0]]])
     u = torch.full((1, 1, 2), 0.9, **F64)
     args = (p, q, drafts, torch.tensor([1]), u, u)
-    assert verify(*args, step_groups=((0, 1),), generator=torch.Generator()).accepted.tolist() == [1]
+    assert verify(*args, step_groups=((0, 1),), residual_noise=slot_noise(1, 1)).accepted.tolist() == [1]
     assert verify(*args).accepted.tolist() == [0]
 
 
@@ -79,9 +93,9 @@ def test_equal_distributions_accept_and_forced_tokens_stay():
     p = torch.tensor([[0.3, 0.7], [1.0, 0.0]])
     drafts = torch.tensor([[[1, 0], [0, 0]]])
     u = torch.full((1, 2, 2), 0.999, **F64)
-    out = verify(p.expand(1, 2, 2, 2), p.expand(1, 2, 2, 2), drafts, torch.tensor([2]), u, u, step_groups=((0, 1),), generator=None)
+    out = verify(p.expand(1, 2, 2, 2), p.expand(1, 2, 2, 2), drafts, torch.tensor([2]), u, u, step_groups=((0, 1),), residual_noise=slot_noise(1, 2))
     assert out.accepted.tolist() == [2]
-    close = draw_residual(p.expand(500, 2, 2), (p + 1e-8).expand(500, 2, 2), torch.Generator().manual_seed(0))
+    close = draw_residual(p.expand(500, 2, 2), (p + 1e-8).expand(500, 2, 2), trials(500, 2))
     assert (close[:, 1] == 0).all() and set(close[:, 0].tolist()) == {0, 1}
 
 
@@ -96,7 +110,7 @@ def test_groups_of_one_token_are_the_token_wise_reference(coupling):
     drafts = torch.randint(V, (N, S, K), generator=g).masked_fill(torch.rand(N, S, 1, generator=g) < 0.2, -1)
     args = (p, q, drafts, torch.randint(S + 1, (N,), generator=g), torch.rand(N, S, K, generator=g, **F64),
             torch.rand(N, S, K, generator=g, **F64))
-    ours = verify(*args, coupling=coupling, step_groups=((0,), (1,), (2,)), generator=torch.Generator())
+    ours = verify(*args, coupling=coupling, step_groups=((0,), (1,), (2,)), residual_noise=slot_noise(N, S))
     ref = verify_reference(*args, coupling=coupling)
     assert torch.equal(ours.accepted, ref.accepted) and torch.equal(ours.run_length, ref.run_length)
     assert torch.equal(ours.tokens, ref.tokens)

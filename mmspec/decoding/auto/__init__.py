@@ -1,5 +1,5 @@
-"""decoding="auto": before each forward, the exact setting with the most tokens per second
-(see `chooser` for the rule and why it stays exact).
+"""decoding="auto": before each forward, the keyed setting with the most tokens per second
+(see `chooser` for the rule and why the tokens do not depend on it).
 
     cost_curve.py  the seconds of one forward by inputs per row on this device, measured and cached
     glue.py        the loop's own seconds per iteration, measured on each call

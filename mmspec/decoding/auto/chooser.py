@@ -1,4 +1,4 @@
-"""decoding="auto": before each forward, the exact setting with the most tokens per second.
+"""decoding="auto": before each forward, the keyed setting with the most tokens per second.
 
 Wall-time speed-up <= tokens per forward x cost(1 input) / cost(inputs per forward). The
 first factor belongs to the decode (how well drafts fit), the second to the hardware. auto
@@ -20,13 +20,13 @@ drafter (copies along the layout's axes, or random). `cost` is the device's meas
 * drafter hits: how often each drafter it may choose would have proposed the token that was
   committed (for a one-hot draft, the chance that it is accepted when fresh).
 
-Exactness: every choice is a function of what was decoded before the forward (committed
-tokens, past acceptance, the cost curve), never of the uniforms the forward will use. Given
-the past, the forward is an ordinary MC-SJD forward with some window and drafts, which
-samples the model's distribution; so the whole decode does (tested by chi-square with a
-chooser that changes its mind every forward). A seed gives the same tokens where the
-choices ignore time (`cost="off"`, or every part fixed); with a measured curve a choice can
-flip with the loop's timings, and each sample is still the model's.
+Exactness: auto verifies by keyed noise (`mmspec.kernels.verify_keyed`): a position's token
+is its Gumbel winner under the row's key, whatever window, drafts and branches reached it.
+So the choices, even those that follow the loop's measured seconds, change how many
+forwards a decode takes, never its tokens: they are AR's for the seed (tested by token
+equality with a chooser that changes its mind every forward, and on the measured curve).
+With a relaxed rule or an inexact schedule the tokens would follow the choices, so there
+auto's choices are fixed (`DecodingConfig.chooses`).
 """
 
 from __future__ import annotations
