@@ -8,18 +8,19 @@ LlamaGen-B / L / XL class-to-image configs (V = 16384, 16x16 tokens) with random
 (timing does not depend on them), bf16 on a GPU, float32 on CPU, CFG on (2B cache rows).
 1. forward: ms per forward of n inputs per sequence (a window of n - 1 drafts and its
    predecessor), 128 positions committed before them, at each batch size.
-2. loop: one MC-SJD decode (window 16, top-k 2000, CFG 4) of `--loop-tokens` positions
-   per batch, each named phase of the loop timed: the model forward, and what surrounds it
+2. loop: one keyed and one MC-SJD decode (window 16, top-k 2000, CFG 4) of `--loop-tokens`
+   positions per batch, each named phase of the loop timed: the model forward, and what surrounds it
    (first drafts, packing, the verification transform and kernel, commits), as ms per
    iteration and as a share of the forward. Random weights accept few drafts, so
    iterations hold about one window per sequence: the loop's cost per iteration is what a
    trained model pays too.
 3. auto: what `decoding="auto"` measures and chooses here: its cost curve (each size
    relative to one input, at the batch's cache rows), the windows it picked, and one
-   decode of `--loop-tokens` positions by AR, MC-SJD at `--loop-window` and auto, in
-   seconds (random weights: acceptance is low, so the choice leans to short windows).
-4. verify (CUDA): the Triton kernel against its PyTorch reference at LlamaGen sizes, via
-   `gpu_verify_check.py`.
+   decode of `--loop-tokens` positions by AR, keyed and MC-SJD at `--loop-window` and
+   auto, in seconds (random weights: acceptance is low, so the choice leans to short
+   windows), and whether keyed and auto gave AR's tokens (bfloat16 near-ties may flip).
+4. verify (CUDA): the Triton kernels (probabilistic and keyed) against their PyTorch
+   references at LlamaGen sizes, via `gpu_verify_check.py`.
 Writes benchmarks/results/gpu_e2e[_cpu].{md,json} with the device and versions. Stops
 adding rows once `--budget` seconds are spent.
 """
@@ -41,6 +42,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 
 from mmspec.core.sampling import SamplingConfig  # noqa: E402
+from mmspec.core.noise import Noise  # noqa: E402
 from mmspec.decoding.config import DecodingConfig  # noqa: E402
 from mmspec.decoding.auto import describe_choices  # noqa: E402
 from mmspec.decoding.generate import generate  # noqa: E402
@@ -97,9 +99,9 @@ def forward_ms(model: LlamaGenGPT, batch: int, n: int, device: str, repeats: int
 
 
 @torch.no_grad()
-def loop_profile(model: LlamaGenGPT, batch: int, window: int, positions: int, device: str) -> dict:
-    """ms per iteration of each phase of one MC-SJD decode of `positions` positions."""
-    config = DecodingConfig(method="mc-sjd", window=window)
+def loop_profile(model: LlamaGenGPT, batch: int, window: int, positions: int, device: str, method: str = "mc-sjd") -> dict:
+    """ms per iteration of each phase of one decode (`method`: keyed or MC-SJD) of `positions` positions."""
+    config = DecodingConfig(method=method, window=window)
     layout = model.layout().truncate(positions)
     labels = torch.arange(batch, device=device) % 1000
     session = model.start(labels, guided=True, extra_positions=extra_positions(layout, config))
@@ -111,8 +113,8 @@ def loop_profile(model: LlamaGenGPT, batch: int, window: int, positions: int, de
         return out
 
     session.forward = forward
-    generator = torch.Generator(device=device).manual_seed(0)
-    loop = JacobiLoop(session, layout, SAMPLING, config, generator, Stopping.none(batch, layout.length, device))
+    noise = Noise.from_generator(torch.Generator(device=device).manual_seed(0), batch, device)
+    loop = JacobiLoop(session, layout, SAMPLING, config, noise, Stopping.none(batch, layout.length, device))
     loop.prefill()
     phases = {"open_windows (first drafts)": 0.0, "pack_inputs": 0.0, "forward_and_verify": 0.0, "commit_and_slide": 0.0}
     iterations = 0
@@ -128,7 +130,7 @@ def loop_profile(model: LlamaGenGPT, batch: int, window: int, positions: int, de
         iterations += 1
     phases["verify (transform + kernel + slot gathers)"] = phases.pop("forward_and_verify") - spent["forward"]
     outside = sum(phases.values())
-    row = dict(batch=batch, window=window, positions=positions, iterations=iterations,
+    row = dict(method=method, batch=batch, window=window, positions=positions, iterations=iterations,
                forward_ms=1000 * spent["forward"] / iterations, outside_ms=1000 * outside / iterations,
                outside_share=outside / spent["forward"])
     row.update({f"{name} ms": 1000 * s / iterations for name, s in phases.items()})
@@ -140,26 +142,31 @@ def auto_row(model: LlamaGenGPT, batch: int, window: int, positions: int, device
     """auto's measured curve and choices, and the wall time of AR, MC-SJD and auto on one decode."""
     layout = model.layout().truncate(positions)
     labels = torch.arange(batch, device=device) % 1000
-    row = dict(batch=batch, positions=positions)
-    for name, config in (("ar", "ar"), ("mc-sjd", DecodingConfig(method="mc-sjd", window=window)), ("auto", "auto")):
-        stats = generate(model, labels, config, SAMPLING, torch.Generator(device=device).manual_seed(0), layout=layout)[1]
+    row, tokens = dict(batch=batch, positions=positions), {}
+    for name, config in (("ar", "ar"), ("keyed", DecodingConfig(method="keyed", window=window)),
+                         ("mc-sjd", DecodingConfig(method="mc-sjd", window=window)), ("auto", "auto")):
+        tokens[name], stats = generate(model, labels, config, SAMPLING, torch.Generator(device=device).manual_seed(0), layout=layout)
         row[f"{name}_s"], row[f"{name}_forwards"] = stats.wall_time_s, stats.forward_passes
         if name == "auto":
             row["cost_curve"] = {str(k): v for k, v in stats.cost_curve.items()}
             row["choices"] = describe_choices(stats.choices)
+    row["keyed_as_ar"], row["auto_as_ar"] = (bool(torch.equal(tokens[name], tokens["ar"])) for name in ("keyed", "auto"))
     return row
 
 
-def verify_rows(budget_s: float) -> list[dict]:
-    from gpu_verify_check import CASES, run_case
+def verify_rows(budget_s: float) -> tuple[list[dict], list[dict]]:
+    """The probabilistic and the keyed kernels' rows of `gpu_verify_check.py`, LlamaGen sizes."""
+    from gpu_verify_check import CASES, KEYED_CASES, run_case, run_keyed_case
 
     generator = torch.Generator(device="cuda").manual_seed(0)
-    start, rows = time.perf_counter(), []
-    for case in (c for c in CASES if c.model == "LlamaGen"):
+    start, rows, keyed = time.perf_counter(), [], []
+    plan = [(c, run_case, rows) for c in CASES if c.model == "LlamaGen"]
+    plan += [(c, run_keyed_case, keyed) for c in KEYED_CASES if c.model == "LlamaGen"]
+    for case, run, into in plan:
         if time.perf_counter() - start > budget_s:
             break
-        rows.append(run_case(case, generator))
-    return rows
+        into.append(run(case, generator))
+    return rows, keyed
 
 
 def markdown(result: dict) -> str:
@@ -174,27 +181,34 @@ def markdown(result: dict) -> str:
         lines.append(f"| {r['size']} | {r['batch']} | " + " | ".join(f"{r[str(n)]:.1f}" for n in result["windows"]) + " |")
     if result["loop"]:
         names = [k for k in result["loop"][0] if k.endswith(" ms") and k not in ("forward_ms", "outside_ms")]
-        lines += ["", "## The loop around the forward (MC-SJD, ms per iteration)", "",
-                  "| size | batch | window | iterations | forward | outside | outside / forward | " + " | ".join(n[:-3] for n in names) + " |",
-                  "|---|---|---|---|---|---|---|" + "---|" * len(names)]
+        lines += ["", "## The loop around the forward (ms per iteration)", "",
+                  "| size | method | batch | window | iterations | forward | outside | outside / forward | " + " | ".join(n[:-3] for n in names) + " |",
+                  "|---|---|---|---|---|---|---|---|" + "---|" * len(names)]
         for r in result["loop"]:
-            lines.append(f"| {r['size']} | {r['batch']} | {r['window']} | {r['iterations']} | {r['forward_ms']:.1f} | "
+            lines.append(f"| {r['size']} | {r['method']} | {r['batch']} | {r['window']} | {r['iterations']} | {r['forward_ms']:.1f} | "
                          f"{r['outside_ms']:.1f} | {100 * r['outside_share']:.1f}% | " + " | ".join(f"{r[n]:.2f}" for n in names) + " |")
     if result["auto"]:
         sizes = list(result["auto"][0]["cost_curve"])
         lines += ["", "## auto: the measured cost curve (relative to one input per row) and one decode", "",
-                  "| size | batch | " + " | ".join(f"n={n}" for n in sizes) + " | AR s | MC-SJD s | auto s | auto chose |",
-                  "|---|---|" + "---|" * (len(sizes) + 4)]
+                  "| size | batch | " + " | ".join(f"n={n}" for n in sizes) + " | AR s | keyed s | MC-SJD s | auto s | auto chose "
+                  "| keyed, auto = AR's tokens |",
+                  "|---|---|" + "---|" * (len(sizes) + 6)]
         for r in result["auto"]:
             curve = " | ".join(f"{r['cost_curve'].get(n, float('nan')):.2f}" for n in sizes)
-            lines.append(f"| {r['size']} | {r['batch']} | {curve} | {r['ar_s']:.2f} | {r['mc-sjd_s']:.2f} | {r['auto_s']:.2f} | "
-                         f"{r['choices']} |")
+            lines.append(f"| {r['size']} | {r['batch']} | {curve} | {r['ar_s']:.2f} | {r['keyed_s']:.2f} | {r['mc-sjd_s']:.2f} | "
+                         f"{r['auto_s']:.2f} | {r['choices']} | {r['keyed_as_ar']}, {r['auto_as_ar']} |")
     if result["verify"]:
         lines += ["", "## Verification: Triton vs PyTorch reference (LlamaGen V = 16384)", "",
                   "| batch | L | rule | transform | reference ms | triton ms | same-p decisions |", "|---|---|---|---|---|---|---|"]
         for r in result["verify"]:
             lines.append(f"| {r['batch']} | {r['L']} | {r['rule']} | {r['transform']} | {r['reference_ms']:.2f} | "
                          f"{r['triton_ms']:.2f} | {'identical' if r['same_p_decisions_identical'] else 'DIFFERENT'} |")
+    if result.get("keyed_verify"):
+        lines += ["", "## Keyed verification: Triton vs PyTorch reference (LlamaGen V = 16384)", "",
+                  "| batch | L | transform | reference ms | triton ms | winners agreeing | windows agreeing |", "|---|---|---|---|---|---|---|"]
+        for r in result["keyed_verify"]:
+            lines.append(f"| {r['batch']} | {r['L']} | {r['transform']} | {r['reference_ms']:.2f} | {r['triton_ms']:.2f} | "
+                         f"{r['winners_agreeing']:.4f} | {r['windows_agreeing']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -220,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = dict(device=torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or "cpu",
                 torch=torch.__version__, dtype="bf16" if args.device == "cuda" else "float32",
                 threads=torch.get_num_threads(), python=platform.python_version())
-    result = dict(meta=meta, windows=args.windows, forward=[], loop=[], auto=[], verify=[])
+    result = dict(meta=meta, windows=args.windows, forward=[], loop=[], auto=[], verify=[], keyed_verify=[])
     start = time.perf_counter()
     over = lambda: time.perf_counter() - start > args.budget
     for size in args.sizes:
@@ -232,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
             row.update({str(n): forward_ms(model, batch, n, args.device, args.repeats) for n in args.windows})
             result["forward"].append(row)
             print(json.dumps(row), flush=True)
-        for part, measure in (("loop", loop_profile), ("auto", auto_row)):
+        for part, measure in (("loop", lambda *a: loop_profile(*a, method="keyed")), ("loop", loop_profile), ("auto", auto_row)):
             for batch in args.batches:
                 if over():
                     break
@@ -241,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(row), flush=True)
         del model
     if args.device == "cuda" and not over():
-        result["verify"] = verify_rows(max(args.budget - (time.perf_counter() - start), 30.0))
+        result["verify"], result["keyed_verify"] = verify_rows(max(args.budget - (time.perf_counter() - start), 30.0))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(result, indent=2))
     out.with_suffix(".md").write_text(markdown(result))
