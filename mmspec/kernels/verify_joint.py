@@ -64,7 +64,7 @@ def draw_residual(p: torch.Tensor, q: torch.Tensor, trials: Callable[[int, int],
     while len(todo):
         u = trials(n, first)[todo]  # [m, K + 1, n]
         pt, qt = p[todo, None].expand(-1, n, -1, -1), q[todo, None].expand(-1, n, -1, -1)
-        y = categorical(pt, u[:, :K].transpose(1, 2))  # [m, n, K], p(y) > 0
+        y = categorical(pt, u[:, :K].transpose(1, 2).contiguous())  # [m, n, K], p(y) > 0
         keep = u[:, K] < 1 - (step_prob(qt, y) / step_prob(pt, y)).clamp(max=1)
         found = keep.any(1)
         first_kept = keep.int().argmax(1)
