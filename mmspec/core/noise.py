@@ -30,7 +30,7 @@ MASK32 = 0xFFFFFFFF
 PHILOX_ROUND_A, PHILOX_ROUND_B = 0xD2511F53, 0xCD9E8D57  # the round multipliers
 PHILOX_KEY_A, PHILOX_KEY_B = 0x9E3779B9, 0xBB67AE85  # the key schedule (Weyl sequence)
 PHILOX_ROUNDS = 10
-STREAMS = {"gumbel": 0, "accept": 1, "resample": 2, "draft": 3, "residual": 4, "order": 5}
+STREAMS = {"gumbel": 0, "verify": 1, "draft": 2, "residual": 3, "order": 4}
 TWO_POW_26, TWO_POW_53 = float(2**26), float(2**53)
 TILE = 32  # positions per Philox pass of `Noise.remember`
 
@@ -82,8 +82,8 @@ class Noise:
 
     Example:
         >>> noise = Noise.from_generator(torch.Generator().manual_seed(0), batch_size=2)
-        >>> u = noise.uniform("accept", torch.tensor([1]), torch.tensor([[5, 6]]))
-        >>> u.shape, bool(torch.equal(u, noise.uniform("accept", torch.tensor([1]), torch.tensor([[5, 6]]))))
+        >>> u = noise.uniform("verify", torch.tensor([1]), torch.tensor([[5, 6]]))
+        >>> u.shape, bool(torch.equal(u, noise.uniform("verify", torch.tensor([1]), torch.tensor([[5, 6]]))))
         (torch.Size([1, 2, 1]), True)
     """
 
@@ -129,10 +129,20 @@ class Noise:
         u = words_to_uniform(w0, w1)
         return u[..., 0] if count is None else u
 
+    def uniform_pair(self, stream: str, rows: torch.Tensor, positions: torch.Tensor, codebooks: int = 1,
+                     attempt=0) -> tuple[torch.Tensor, torch.Tensor]:
+        """Two float64 uniforms `[N, S, K]` per coordinate from one Philox pass (words 0-1 and 2-3)."""
+        w0, w1, w2, w3 = self._words(stream, rows, positions, codebooks, attempt, torch.zeros(1, dtype=torch.long, device=self.device))
+        return words_to_uniform(w0, w1)[..., 0], words_to_uniform(w2, w3)[..., 0]
+
+    def remembers(self, codebooks: int, vocab_size: int) -> bool:
+        """Whether the Gumbel noise of recent positions is kept (`remember`) for these shapes."""
+        return self._store is not None and self._store[1].shape[3:] == (codebooks, vocab_size)
+
     def gumbel(self, rows: torch.Tensor, positions: torch.Tensor, codebooks: int, vocab_size: int) -> torch.Tensor:
         """float64 Gumbel noise `[N, S, K, V]` of every token at `positions [N, S]` of `rows [N]`
         (read from the recent positions' store when `remember` was called)."""
-        if self._store is not None and self._store[1].shape[3:] == (codebooks, vocab_size):
+        if self.remembers(codebooks, vocab_size):
             return self._remembered(rows, positions)
         return self._gumbel(rows, positions, codebooks, vocab_size)
 
@@ -220,9 +230,9 @@ class SlotNoise:
     positions: torch.Tensor
     attempt: torch.Tensor
 
-    def uniform(self, stream: str, codebooks: int) -> torch.Tensor:
-        """float64 `[N, S, K]`: one uniform of `stream` per slot and codebook."""
-        return self.noise.uniform(stream, self.rows, self.positions, codebooks, self.attempt)
+    def test_uniforms(self, codebooks: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """float64 `[N, S, K]` twice: each slot's accept and resample uniforms, one Philox pass."""
+        return self.noise.uniform_pair("verify", self.rows, self.positions, codebooks, self.attempt)
 
     def trials(self, where: torch.Tensor, codebooks: int, count: int, first: int) -> torch.Tensor:
         """float64 `[M, codebooks, count]`: the residual trials `first ..` of the M slots `where [N, S]`."""

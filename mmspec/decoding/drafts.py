@@ -5,8 +5,10 @@ position from what is known there: `history` (committed tokens and the current d
 -1 where none) and the prompt's tokens when the model has them. It returns -1 where it
 has nothing to propose; `FirstOf` combines drafters, the first proposal wins. Every
 drafter is deterministic given the history, except `Random`, which inverts the CDF at the
-uniform it is given: a draft is a point mass given everything before it, so its q is
-one-hot and SJD and MC-SJD stay exact whatever the drafter.
+uniform it is given, or under keyed decoding takes the Gumbel winner of the uniform
+distribution under the slot's own keyed noise (which matches the target's winner more often
+than an independent draw: the Gumbel coupling). A draft is a point mass given everything
+before it, so its q is one-hot and SJD and MC-SJD stay exact whatever the drafter.
 
 - `Random()`: uniform over the tokens the layout allows (the SJD paper's default);
 - `Copy(axis)`: the token one step back along an axis: "col" (left), "row" (above),
@@ -59,8 +61,12 @@ class Random:
 
     def propose(self, ctx: DraftContext, pos: torch.Tensor, u: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
         """Tokens `[B, K]` for positions `pos [B]` (or `[B, J, K]` for `[B, J]`) from uniforms
-        `u [B, K]`; `allowed [B, K, V]`."""
-        weights = torch.ones(*u.shape, ctx.layout.vocab_size, device=u.device) if allowed is None else allowed.float()
+        `u [B, K]`, or from the slots' keyed Gumbel noise `u [B, K, V]` (their winner among
+        the allowed tokens); `allowed [B, K, V]`."""
+        shape = u.shape[:pos.dim() + 1]
+        weights = torch.ones(*shape, ctx.layout.vocab_size, device=u.device) if allowed is None else allowed.float()
+        if u.dim() > pos.dim() + 1:
+            return (u + weights.log()).argmax(-1)  # log 0 = -inf: a token not allowed never wins
         return categorical(weights, u)
 
 
@@ -196,11 +202,16 @@ class FirstOf:
         return None if any(f is None for f in found) else torch.cat(found, -1)
 
     def propose(self, ctx: DraftContext, pos: torch.Tensor, u: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
-        out = torch.full_like(u, -1, dtype=torch.long)
+        out = torch.full(u.shape[:pos.dim() + 1], -1, dtype=torch.long, device=u.device)
         for drafter in self.drafters:
             proposal = keep_allowed(drafter.propose(ctx, pos, u, allowed), allowed)
             out = torch.where((out < 0) & (proposal >= 0), proposal, out)
         return out
+
+
+def draws_at_random(drafter) -> bool:
+    """Whether a drafter (or one it combines) proposes at random."""
+    return any(isinstance(d, Random) for d in getattr(drafter, "drafters", (drafter,)))
 
 
 def keep_allowed(tokens: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
@@ -252,7 +263,7 @@ def first_drafts(
     positions: torch.Tensor,  # [B, J] long: positions to draft, -1 = skip
     layout: TokenLayout,
     prompt: torch.Tensor | None,
-    u: torch.Tensor,  # [B, J, K] float64: the uniforms a random proposal inverts
+    u: torch.Tensor,  # float64 [B, J, K], the uniforms a random proposal inverts, or [B, J, K, V] keyed Gumbel noise
     hints: Hints | None = None,
 ) -> torch.Tensor:
     """Drafts `[B, J, K]` for `positions`, filled left to right so that a copy or a lookup
@@ -310,7 +321,7 @@ def drafts_in_waves(drafter, sources: torch.Tensor, history: torch.Tensor, posit
     allowed = layout.allowed_at(safe)
     allowed = allowed[:, :, None] if allowed is not None and history.shape[-1] == 1 else allowed
     reads = (sources[..., None] == positions[:, None, None, :]).any(2)  # [B, J, J]: proposal j reads position i
-    out = torch.full_like(u, -1, dtype=torch.long)
+    out = torch.full((B, J, history.shape[-1]), -1, dtype=torch.long, device=history.device)
     pending = positions >= 0
     history = history.clone()
     rows = torch.arange(B, device=history.device)[:, None].expand(B, J)

@@ -52,15 +52,15 @@ def test_uniforms_use_53_bits_and_stay_below_one():
 def test_noise_is_a_function_of_its_coordinates_alone():
     noise = Noise.from_generator(torch.Generator().manual_seed(0), 3)
     rows, positions = torch.tensor([2, 0]), torch.tensor([[4, 5, 6], [0, 1, 2]])
-    u = noise.uniform("accept", rows, positions, 2, attempt=torch.zeros(2, 3, dtype=torch.long))
+    u = noise.uniform("verify", rows, positions, 2, attempt=torch.zeros(2, 3, dtype=torch.long))
     # the same coordinates asked in another order, or a row at a time, give the same numbers
-    assert torch.equal(noise.uniform("accept", rows.flip(0), positions.flip(0), 2).flip(0), u)
-    assert torch.equal(noise.uniform("accept", rows[1:], positions[1:, 1:], 2), u[1:, 1:])
+    assert torch.equal(noise.uniform("verify", rows.flip(0), positions.flip(0), 2).flip(0), u)
+    assert torch.equal(noise.uniform("verify", rows[1:], positions[1:, 1:], 2), u[1:, 1:])
     # another stream, attempt, row or key gives other numbers
-    assert not torch.equal(noise.uniform("resample", rows, positions, 2), u)
-    assert not torch.equal(noise.uniform("accept", rows, positions, 2, attempt=1), u)
-    assert not torch.equal(noise.uniform("accept", rows.flip(0), positions, 2), u)
-    assert not torch.equal(Noise.from_generator(torch.Generator().manual_seed(1), 3).uniform("accept", rows, positions, 2), u)
+    assert not torch.equal(noise.uniform("draft", rows, positions, 2), u)
+    assert not torch.equal(noise.uniform("verify", rows, positions, 2, attempt=1), u)
+    assert not torch.equal(noise.uniform("verify", rows.flip(0), positions, 2), u)
+    assert not torch.equal(Noise.from_generator(torch.Generator().manual_seed(1), 3).uniform("verify", rows, positions, 2), u)
 
 
 def test_gumbel_noise_is_the_same_made_densely_sparsely_or_remembered():

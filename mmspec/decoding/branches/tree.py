@@ -225,7 +225,7 @@ class Branches:
             # the alternatives to a window's own slots take that slot's uniforms: one of them is used
             slots = SlotNoise(self.noise, seq[:, 0], predicts, self.attempts[seq, predicts])
             res = verify(
-                None, branch_q, branch_drafts, num_slots, slots.uniform("accept", K), slots.uniform("resample", K),
+                None, branch_q, branch_drafts, num_slots, *slots.test_uniforms(K),
                 target_logits=target, sampling=self.sampling, allowed=allowed,
                 rule=self.rule, coupling=self.coupled,
                 step_groups=self.step_groups, residual_noise=slots, check=False,

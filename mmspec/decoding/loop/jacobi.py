@@ -49,7 +49,7 @@ from mmspec.decoding.branches.candidates import Windows
 from mmspec.decoding.branches.setting import branch_nodes, check_branches
 from mmspec.decoding.branches.tree import Branches, CacheMoves
 from mmspec.decoding.config import DecodingConfig
-from mmspec.decoding.drafts import Hints, first_drafts
+from mmspec.decoding.drafts import Hints, draws_at_random, first_drafts
 from mmspec.decoding.loop.active_rows import ActiveRows
 from mmspec.decoding.loop.stopping import Stopping
 from mmspec.decoding.loop.window_io import Inputs, Verified
@@ -187,15 +187,24 @@ class JacobiLoop:
             timed = self.chooser is not None and self.config.redraft  # drafting that grows with the window
             if timed:
                 self.glue.begin_draft()
-            at = where.clamp(min=0)
-            u = self.noise.uniform("draft", self.b[:, 0], at, self.K, self.attempts_at.gather(1, at))
-            new = first_drafts(self.drafter, history, where, self.layout, self.prompt, u, self.hints)
+            new = first_drafts(self.drafter, history, where, self.layout, self.prompt, self.draft_noise(where), self.hints)
             if timed:
                 self.glue.end_draft(int(need.any(0).sum()))
             new = new.view(self.B, self.R, self.L, self.K)
             self.drafts = torch.where(need[..., None], new, self.drafts)
             self.q_carried &= ~need
         return live
+
+    def draft_noise(self, where: torch.Tensor) -> torch.Tensor:
+        """What a random first draft at `where [B, J]` draws with: keyed, the slot's Gumbel
+        noise (its draft is the uniform distribution's winner, coupled with the target's);
+        else keyed uniforms of (row, position, attempt); zeros when the drafter draws none."""
+        at = where.clamp(min=0)
+        if not draws_at_random(self.drafter):
+            return torch.zeros(*at.shape, self.K, dtype=torch.float64, device=self.device)
+        if self.keyed and self.noise.remembers(self.K, self.V):
+            return self.noise.gumbel(self.b[:, 0], at, self.K, self.V)
+        return self.noise.uniform("draft", self.b[:, 0], at, self.K, self.attempts_at.gather(1, at))
 
     def live(self) -> torch.Tensor:
         """Bool `[B, R]`: the windows with positions left to decode."""
@@ -358,7 +367,7 @@ class JacobiLoop:
             q = torch.cat([q, q.new_zeros(len(b), Sv - Lv, K, V)], 1)
         slots = SlotNoise(self.noise, b, win_pos, self.attempts_at[b[:, None], win_pos])
         return verify(
-            None, q, drafts, num_slots, slots.uniform("accept", K), slots.uniform("resample", K),
+            None, q, drafts, num_slots, *slots.test_uniforms(K),
             target_logits=target, sampling=self.sampling, allowed=allowed,
             rule=self.rule, coupling=self.config.coupled,
             step_groups=self.step_groups, residual_noise=slots, check=False,
