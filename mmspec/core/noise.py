@@ -180,12 +180,12 @@ class Noise:
 
     def _remembered(self, rows, positions) -> torch.Tensor:
         tags, values = self._store
-        rows, positions = rows.to(self.device), positions.to(self.device)
         tile, offset = positions // TILE, positions % TILE
         place = tile % tags.shape[1]
-        r = rows[:, None].expand_as(positions)
+        r = rows[:, None]
         hit = tags[r, place] == tile
         if not bool(hit.all()):
+            r = r.expand_as(positions)
             pairs = torch.unique(r[~hit] * (tile.max() + 1) + tile[~hit])
             mr, mt = pairs // (tile.max() + 1), pairs % (tile.max() + 1)
             fresh = self._gumbel(mr, mt[:, None] * TILE + torch.arange(TILE, device=self.device), *values.shape[3:])
@@ -199,15 +199,16 @@ class Noise:
         return values[r, place, offset]
 
     def top(self, scores: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor, count: int = 1,
-            greedy: bool = False) -> torch.Tensor:
+            greedy: bool = False, filtered: bool = True) -> torch.Tensor:
         """Long `[N, S, K, count]`: the tokens of `scores [N, S, K, V]` (transformed logits,
         -inf where out) with the largest perturbed scores, best first; the first is the
         Gumbel-max draw at `positions [N, S]` of `rows [N]`. `greedy`: by the scores alone.
-        When few tokens are in (top-k, a small allowed set), noise is made for those only."""
+        When few tokens are in (top-k, a small allowed set), noise is made for those only;
+        `filtered=False` says none is out (no mask, top-k or top-p), which skips the count."""
         if greedy:
             return scores.topk(count, dim=-1).indices
         V = scores.shape[-1]
-        support = int((~torch.isneginf(scores)).sum(-1).max())
+        support = int((~torch.isneginf(scores)).sum(-1).max()) if filtered else V
         if support * 4 <= V:
             kept = scores.topk(max(support, count), dim=-1)
             noisy = kept.values.double() + self.gumbel_at(rows, positions, kept.indices)  # -inf stays -inf

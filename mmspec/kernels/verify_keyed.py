@@ -42,7 +42,8 @@ def verify_keyed_reference(
         target_logits, draft_tokens = target_logits[:, :, None], draft_tokens[..., None]
         allowed = None if allowed is None else allowed[:, :, None]
     scores = transformed_scores(target_logits.float(), sampling, allowed)
-    top = noise.top(scores, rows, positions, max(ranked, 1), greedy=sampling.temperature == 0)  # [N, S, K, m]
+    filtered = allowed is not None or sampling.top_k > 0 or sampling.top_p < 1
+    top = noise.top(scores, rows, positions, max(ranked, 1), greedy=sampling.temperature == 0, filtered=filtered)  # [N, S, K, m]
     winners = top[..., 0]
     S = scores.shape[1]
     has_p = torch.arange(S, device=scores.device)[None, :] < num_slots[:, None]

@@ -199,7 +199,7 @@ class JacobiLoop:
         """What a random first draft at `where [B, J]` draws with: keyed, the slot's Gumbel
         noise (its draft is the uniform distribution's winner, coupled with the target's);
         else keyed uniforms of (row, position, attempt); zeros when the drafter draws none."""
-        at = where.clamp(min=0)
+        at = torch.where(where >= 0, where, self.n[:, :1].clamp(max=self.T - 1))  # skipped slots: a position in use
         if not draws_at_random(self.drafter):
             return torch.zeros(*at.shape, self.K, dtype=torch.float64, device=self.device)
         if self.keyed and self.noise.remembers(self.K, self.V):
