@@ -43,7 +43,15 @@ from mmspec.core.noise import (
     STREAMS,
 )
 from mmspec.core.sampling import SamplingConfig
-from mmspec.kernels.verify_triton import NEG_INF_KEY, _order_key, _tempered_logits, _top_k_key, _top_p_key, check_contiguous
+from mmspec.kernels.verify_triton import (
+    NEG_INF_KEY,
+    _max_and_argmax,
+    _order_key,
+    _tempered_logits,
+    _top_k_key,
+    _top_p_key,
+    check_contiguous,
+)
 from mmspec.kernels.verify_types import VerifyOutput
 
 MAX_BLOCK_V = 2048  # vocabulary tile; tests lower it to cover several tiles with small V
@@ -110,25 +118,12 @@ def _keyed_winner_kernel(
     logits_row_ptr = logits_ptr + row
     allowed_row_ptr = allowed_ptr + row
     if GREEDY:  # the first arg-max of the masked logits
-        best32 = tl.full((), float("-inf"), tl.float32)
-        arg = tl.zeros((), dtype=tl.int32) + V
-        for v0 in range(0, V, BLOCK_V):
-            offs = v0 + tl.arange(0, BLOCK_V)
-            x = _tempered_logits(logits_row_ptr, allowed_row_ptr, offs, V, temperature, HAS_ALLOWED, True)
-            tile_max = tl.max(x, 0)
-            tile_arg = tl.min(tl.where((x == tile_max) & (offs < V), offs, V), 0)
-            better = (tile_max > best32) | (arg == V)  # ties: the earlier tile
-            arg = tl.where(better, tile_arg, arg)
-            best32 = tl.maximum(best32, tile_max)
+        _, arg = _max_and_argmax(logits_row_ptr, allowed_row_ptr, V, temperature, HAS_ALLOWED, True, BLOCK_V)
     else:
         # 1. filters: a token is in when its key is >= keep_key
         keep_key = tl.full((), NEG_INF_KEY, tl.int64)
         if TOP_K or TOP_P:
-            x_max = tl.full((), float("-inf"), tl.float32)
-            for v0 in range(0, V, BLOCK_V):
-                x = _tempered_logits(logits_row_ptr, allowed_row_ptr, v0 + tl.arange(0, BLOCK_V), V, temperature,
-                                     HAS_ALLOWED, False)
-                x_max = tl.maximum(x_max, tl.max(x, 0))
+            x_max, _ = _max_and_argmax(logits_row_ptr, allowed_row_ptr, V, temperature, HAS_ALLOWED, False, BLOCK_V)
             max_key = _order_key(x_max)
             if TOP_K:
                 keep_key = _top_k_key(logits_row_ptr, allowed_row_ptr, V, temperature, top_k, max_key, HAS_ALLOWED, BLOCK_V)

@@ -125,11 +125,10 @@ def _top_p_key(logits_row_ptr, allowed_row_ptr, V, temperature, top_p, x_max, ma
 
 
 @triton.jit
-def _write_target_probs(logits_row_ptr, allowed_row_ptr, p_row_ptr, V, temperature, top_k, top_p,
-                        HAS_ALLOWED: tl.constexpr, GREEDY: tl.constexpr, TOP_K: tl.constexpr, TOP_P: tl.constexpr,
-                        BLOCK_V: tl.constexpr):
-    """p of one slot from its logits: mask, temperature, top-k, top-p, softmax (or one-hot)."""
-    # 1. max and first arg-max
+def _max_and_argmax(logits_row_ptr, allowed_row_ptr, V, temperature, HAS_ALLOWED: tl.constexpr, GREEDY: tl.constexpr,
+                    BLOCK_V: tl.constexpr):
+    """A slot's largest tempered logit and its first index, tile by tile (ties: the earlier
+    tile, as torch.argmax)."""
     x_max = tl.full((), float("-inf"), tl.float32)
     arg = tl.zeros((), dtype=tl.int32) + V
     for v0 in range(0, V, BLOCK_V):
@@ -137,8 +136,18 @@ def _write_target_probs(logits_row_ptr, allowed_row_ptr, p_row_ptr, V, temperatu
         x = _tempered_logits(logits_row_ptr, allowed_row_ptr, offs, V, temperature, HAS_ALLOWED, GREEDY)
         tile_max = tl.max(x, 0)
         tile_arg = tl.min(tl.where(x == tile_max, offs, V), 0)
-        arg = tl.where(tile_max > x_max, tile_arg, arg)  # ties: the earlier tile, as torch.argmax
+        arg = tl.where(tile_max > x_max, tile_arg, arg)
         x_max = tl.maximum(x_max, tile_max)
+    return x_max, arg
+
+
+@triton.jit
+def _write_target_probs(logits_row_ptr, allowed_row_ptr, p_row_ptr, V, temperature, top_k, top_p,
+                        HAS_ALLOWED: tl.constexpr, GREEDY: tl.constexpr, TOP_K: tl.constexpr, TOP_P: tl.constexpr,
+                        BLOCK_V: tl.constexpr):
+    """p of one slot from its logits: mask, temperature, top-k, top-p, softmax (or one-hot)."""
+    # 1. max and first arg-max
+    x_max, arg = _max_and_argmax(logits_row_ptr, allowed_row_ptr, V, temperature, HAS_ALLOWED, GREEDY, BLOCK_V)
     if GREEDY:  # top-k and top-p always keep the arg-max
         for v0 in range(0, V, BLOCK_V):
             offs = v0 + tl.arange(0, BLOCK_V)

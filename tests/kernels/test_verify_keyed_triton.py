@@ -9,29 +9,15 @@ to 64 tokens so that V = 100 and V = 65 (BLOCK + 1) span several. The interprete
 top-k and top-p bisections slowly (~0.5 s per slot), so the windows are small.
 """
 
-import os
-import sys
-
 import pytest
 import torch
 
-# Without CUDA, Triton runs only in its interpreter, which `@triton.jit` selects when it
-# decorates: the variable must be set before triton is first imported.
-ON_GPU = torch.cuda.is_available()
-if not ON_GPU and "triton" not in sys.modules:
-    os.environ["TRITON_INTERPRET"] = "1"
-pytest.importorskip("triton", reason="Triton is not installed (it ships for Linux x86_64 only)")
-INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
-if not (ON_GPU or INTERPRETED):
-    pytest.skip("triton was imported before TRITON_INTERPRET=1 could be set and there is no GPU; "
-                "run this file first or alone", allow_module_level=True)
-
+from tests.kernels.triton_mode import DEVICE  # first: sets TRITON_INTERPRET before triton is imported
 import mmspec.kernels.verify_keyed_triton as vk  # noqa: E402
 from mmspec.core.noise import Noise, gumbel_from_uniform, philox4x32, words_to_uniform  # noqa: E402
 from mmspec.core.sampling import SamplingConfig  # noqa: E402
 from mmspec.kernels.verify_keyed import verify_keyed_reference  # noqa: E402
 
-DEVICE = "cpu" if INTERPRETED else "cuda"
 pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
 BLOCK = 64
 

@@ -9,31 +9,16 @@ logits, torch's vectorized sums): at ~1e-7 per decision, these seeds never come 
 Tiles are shrunk to 64 tokens so that V = 100 and V = 65 (BLOCK + 1) span several.
 """
 
-import os
-import sys
-
 import pytest
 import torch
 
-# Without CUDA, Triton runs only in its interpreter, which `@triton.jit` selects when it
-# decorates: Triton's own library functions included, so the variable must be set before
-# triton is first imported. With CUDA the same tests run the compiled kernel on the GPU.
-ON_GPU = torch.cuda.is_available()
-if not ON_GPU and "triton" not in sys.modules:
-    os.environ["TRITON_INTERPRET"] = "1"
-pytest.importorskip("triton", reason="Triton is not installed (it ships for Linux x86_64 only)")
-INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
-if not (ON_GPU or INTERPRETED):
-    pytest.skip("triton was imported before TRITON_INTERPRET=1 could be set and there is no GPU; "
-                "run this file first or alone", allow_module_level=True)
-
+from tests.kernels.triton_mode import DEVICE  # first: sets TRITON_INTERPRET before triton is imported
 import mmspec.kernels.verify_triton as vt  # noqa: E402
 from mmspec.core.rules import ExactRule, GSDRule, LanternRule  # noqa: E402
 from mmspec.kernels.verify import verify  # noqa: E402
 from mmspec.core.sampling import SamplingConfig, transform  # noqa: E402
 from mmspec.kernels.verify_reference import verify_reference  # noqa: E402
 
-DEVICE = "cpu" if INTERPRETED else "cuda"
 # the interpreter turns loop bounds into ints through a deprecated numpy conversion
 pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
 BLOCK = 64
