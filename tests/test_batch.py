@@ -175,7 +175,7 @@ def test_batch_honours_the_decoding_window(pipe, tmp_path):
     item = [Item("0", class_label=1)]
     forwards = {}
     for window in (1, 16):
-        run_batch(pipe, item, tmp_path / str(window), decoding=DecodingConfig.from_name("sjd", window=window))
+        run_batch(pipe, item, tmp_path / str(window), decoding=DecodingConfig.from_name("keyed", window=window))
         forwards[window] = json.loads((tmp_path / str(window) / "records" / "0.json").read_text())["stats"]["forward_passes"]
     assert forwards[1] > forwards[16]
 

@@ -45,7 +45,9 @@ def test_the_saved_guidance_schedule_is_the_default_of_a_call(pipe, tmp_path):
     constant.save_pretrained(tmp_path)
     loaded = load_pipeline(tmp_path)
     assert loaded.guidance_schedule == "constant" and pipe.guidance_schedule == "linear"
-    g = lambda: torch.Generator().manual_seed(3)  # noqa: E731
+    # keyed Gumbel-max keeps a sample where its distribution barely moves: on this random model
+    # the schedules differ at 2 of 256 cells for seed 0 (at none for seed 3)
+    g = lambda: torch.Generator().manual_seed(0)  # noqa: E731
     tokens = {s: pipe(1, guidance_schedule=s, generator=g(), output_type="tokens").images for s in ("linear", "constant")}
     assert not torch.equal(tokens["linear"], tokens["constant"])
     assert torch.equal(loaded(1, generator=g(), output_type="tokens").images, tokens["constant"])
