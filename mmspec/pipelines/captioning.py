@@ -39,7 +39,7 @@ from mmspec.pipelines.components import transformers_model, transformers_process
 DEFAULT_PROMPT = "describe the picture ."  # when a saved pipeline names none
 # the engine's decodings for text, as offered (prompt-lookup: every forward redrafts from the prompt and text);
 # `caption_decoding` takes every name of the grammar that decodes text (`check_text_decoding`)
-TEXT_DECODINGS = ("auto", "ar", "sjd", "mc-sjd", "lookup", "mc-sjd+lookup", "prompt-lookup")
+TEXT_DECODINGS = ("auto", "ar", "keyed", "keyed+lookup", "sjd", "mc-sjd", "lookup", "mc-sjd+lookup", "prompt-lookup")
 MAX_TEMPERATURE = 10.0
 
 

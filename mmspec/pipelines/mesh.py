@@ -57,13 +57,13 @@ MESH_MODEL = replace(OPT_MODEL, load=load_mesh_model)
 
 
 def mesh_decoding(decoding: str | DecodingConfig, window: int | None = None) -> DecodingConfig:
-    """A decoding by name ("auto", "ar", "sjd", "mc-sjd", each optionally "+lookup" or
+    """A decoding by name ("auto", "ar", "keyed", "sjd", "mc-sjd", each optionally "+lookup" or
     "+face-lookup"; "lookup" alone is SJD with lookup drafts) or as a config; the mesh
     path is exact, so relaxed rules and ZipAR are refused. A name is parsed by the one
     grammar (`DecodingConfig.from_name`, which takes face-lookup's drafter from here) and
     the parsed config checked."""
     if not isinstance(decoding, DecodingConfig):
-        unknown = ValueError(f"unknown mesh decoding {decoding!r}; use auto, ar, sjd or mc-sjd, optionally +lookup or +face-lookup")
+        unknown = ValueError(f"unknown mesh decoding {decoding!r}; use auto, ar, keyed, sjd or mc-sjd, optionally +lookup or +face-lookup")
         try:
             lpd = parse_name(decoding).lpd
         except ValueError:
@@ -75,7 +75,7 @@ def mesh_decoding(decoding: str | DecodingConfig, window: int | None = None) -> 
             raise unknown
         decoding = config
     if not decoding.exact:
-        raise ValueError(f"{decoding.name} is not exact; meshes decode with ar, sjd or mc-sjd (+lookup)")
+        raise ValueError(f"{decoding.name} is not exact; meshes decode with auto, ar, keyed, sjd or mc-sjd (+lookup)")
     return decoding
 
 

@@ -81,10 +81,10 @@ def check_text_decoding(decoding: str | DecodingConfig) -> DecodingConfig:
     config = as_decoding(decoding)
     if not isinstance(config.scheduler, Raster):
         raise ValueError(f"{config.name} decodes rows or frames of an image side by side; text is one line: "
-                         "use ar, sjd or mc-sjd (with +lookup)")
+                         "use auto, ar, keyed, sjd or mc-sjd (with +lookup)")
     if not config.rule.exact:
         raise ValueError(f"{config.rule.name} relaxes acceptance between neighbouring image tokens; text decoding is exact: "
-                         "use ar, sjd or mc-sjd (with +lookup)")
+                         "use auto, ar, keyed, sjd or mc-sjd (with +lookup)")
     names = [] if config.drafter is None else config.drafter.name.split("+")
     if not set(names) <= set(TEXT_DRAFTERS):
         raise ValueError(f"draft init {config.drafter.name!r} copies along image axes; text takes {', '.join(TEXT_DRAFTERS)}")

@@ -97,7 +97,7 @@ def test_the_mesh_drafter_parses_only_where_the_mesh_pipeline_supplies_it():
     with pytest.raises(ValueError, match="face-lookup drafts alone"):
         mesh_decoding("mc-sjd+lookup+face-lookup")
     for name in ("lpd-20", "prompt-lookup", "mc-sjd+above", "zipar+mc-sjd", "auto+gsd", "warp"):
-        with pytest.raises(ValueError, match=r"unknown mesh decoding .*; use auto, ar, sjd or mc-sjd"):
+        with pytest.raises(ValueError, match=r"unknown mesh decoding .*; use auto, ar, keyed, sjd or mc-sjd"):
             mesh_decoding(name)
 
 
