@@ -127,6 +127,25 @@ def test_an_items_image_does_not_depend_on_sharding(pipe, tmp_path):
     assert (tmp_path / "one/images/1.png").read_bytes() == (tmp_path / "two/images/1.png").read_bytes()
 
 
+def test_the_default_decoding_repeats_a_run_byte_for_byte_and_a_resumed_run_equals_it(pipe, tmp_path, monkeypatch):
+    """auto on the cost curve it measures (its choices follow this machine's seconds): two
+    runs, and a run killed after its first image then resumed, write the same bytes, which
+    are AR's images."""
+    monkeypatch.setenv("MMSPEC_CACHE_DIR", str(tmp_path / "cache"))
+    items = [Item(f"{i}", class_label=i % 3) for i in range(3)]
+    for name in ("first", "second"):
+        run_batch(pipe, items, tmp_path / name, seed=4)
+    with pytest.raises(KeyboardInterrupt):
+        run_batch(pipe, items, tmp_path / "resumed", seed=4,
+                  on_item=lambda item, skipped: (_ for _ in ()).throw(KeyboardInterrupt) if item.id == "1" else None)
+    run_batch(pipe, items, tmp_path / "resumed", seed=4)
+    run_batch(pipe, items, tmp_path / "ar", seed=4, decoding="ar")
+    for item in items:
+        first = (tmp_path / f"first/images/{item.id}.png").read_bytes()
+        for name in ("second", "resumed", "ar"):
+            assert (tmp_path / f"{name}/images/{item.id}.png").read_bytes() == first, (name, item.id)
+
+
 def test_unwritable_output_is_a_clear_error(pipe, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")

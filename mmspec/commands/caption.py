@@ -82,11 +82,12 @@ def open_image(path: Path) -> Image.Image:
 
 def caption_items(pipe, items: list[ImageItem], batch_size: int, seed: int, call_kwargs: dict) -> Iterator[tuple[list[ImageItem], object, float]]:
     """Captions `items` `batch_size` at a time; yields each chunk, the pipeline's output and
-    its seconds. A chunk's generator is seeded from `seed` and its first item's id."""
+    its seconds. Each item's generator is seeded from `seed` and its id, so its caption does
+    not depend on the chunk it falls in (a resumed run chunks the rest anew)."""
     for start in range(0, len(items), batch_size):
         chunk = items[start : start + batch_size]
         images = [open_image(item.path) for item in chunk]
-        generator = torch.Generator().manual_seed(item_seed(seed, chunk[0].id))
+        generator = [torch.Generator().manual_seed(item_seed(seed, item.id)) for item in chunk]
         began = time.perf_counter()
         out = pipe(images, generator=generator, **call_kwargs)
         yield chunk, out, time.perf_counter() - began

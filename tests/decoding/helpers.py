@@ -51,5 +51,5 @@ class FickleChooser:
     def observe(self, choice, run_tokens, by_branches, forwards, glue_s, ar_glue_s=0.0, scale=1.0, excess_s=0.0, draft_s=0.0, rejections=0.0):
         self.last = run_tokens
 
-    def observe_commits(self, tokens, new, committed):
+    def observe_commits(self, tokens, new, committed, at_random=None):
         pass

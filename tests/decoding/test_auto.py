@@ -267,3 +267,20 @@ def test_the_prefill_is_not_observed_as_a_window_forward():
     config = DecodingConfig(method="auto", chooser=RecordingChooser, cost="off")
     generate(tiny_model(), torch.full((2,), 1), config, SAMPLING, torch.Generator().manual_seed(0))
     assert RecordingChooser.seen and RecordingChooser.seen[0][2] == 0, RecordingChooser.seen
+
+
+def test_random_drafts_count_their_hits_where_the_loop_knows_them():
+    """Keyed, a random first draft is the uniform distribution's Gumbel winner, which the
+    committed token often is: its hits are counted, and it wins over a copy that hits less."""
+    from mmspec.core.layout import TokenLayout
+    from mmspec.decoding.auto.acceptance import DrafterHits
+    from mmspec.decoding.drafts import Copy, FirstOf, Random
+
+    layout = TokenLayout.grid((2, 4), 8)
+    hits = DrafterHits((FirstOf((Copy("row"), Random())), Random()), layout, "cpu")
+    tokens = torch.tensor([[1, 2, 3, 4, 5, 2, 3, 7]])[..., None]  # one of four copies from above hits
+    new, committed = torch.ones(1, 8, dtype=torch.bool), torch.ones(1, 8, dtype=torch.bool)
+    hits.observe(tokens, new, committed)
+    assert hits.best().name == "above"  # random's proposals unknown: no hits
+    hits.observe(tokens, new, committed, at_random=torch.where(torch.arange(8) % 4 == 1, 0, tokens[..., 0])[..., None])
+    assert hits.best().name == "random"  # 6 of 8 against 2 of 4 (twice)

@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from mmspec.decoding.drafts import Copy, FirstOf
+from mmspec.decoding.drafts import Copy, FirstOf, Random
 
 
 class AcceptanceModel:
@@ -93,8 +93,10 @@ class RunAcceptance:
 
 
 class DrafterHits:
-    """For each copy drafter auto may choose, decaying counts of committed positions whose token
-    equals the one it would copy (where its source was committed)."""
+    """For each drafter auto may choose, decaying counts of committed positions whose token
+    equals the one it would propose: a copy where its source was committed; random where the
+    loop can say what it would have drawn (keyed decoding: the uniform distribution's Gumbel
+    winner under the position's noise, which the target's winner often is)."""
 
     def __init__(self, drafters: tuple, layout, device, decay: float = 0.99):
         self.drafters, self.decay = drafters, decay
@@ -106,13 +108,20 @@ class DrafterHits:
         self.hits = [0.0] * len(drafters)
         self.seen = [0.0] * len(drafters)
 
-    def observe(self, tokens: torch.Tensor, new: torch.Tensor, committed: torch.Tensor) -> None:
-        """`tokens [B, T, K]`, positions committed by this forward `new [B, T]`, all committed."""
-        for i, src in enumerate(self.sources):
-            if src is None:
+    def observe(self, tokens: torch.Tensor, new: torch.Tensor, committed: torch.Tensor,
+                at_random: torch.Tensor | None = None) -> None:
+        """`tokens [B, T, K]`, positions committed since the last call `new [B, T]`, all
+        committed; `at_random [B, T, K]`: what a random first draft would have been there
+        (-1 where not known)."""
+        for i, (drafter, src) in enumerate(zip(self.drafters, self.sources)):
+            if src is not None:
+                ok = new & (src >= 0) & committed.gather(1, src.clamp(min=0).expand_as(new))
+                same = (tokens == tokens[:, src.clamp(min=0)]).all(-1) & ok
+            elif isinstance(drafter, Random) and at_random is not None:
+                ok = new & (at_random >= 0).all(-1)
+                same = (tokens == at_random).all(-1) & ok
+            else:
                 continue
-            ok = new & (src >= 0) & committed.gather(1, src.clamp(min=0).expand_as(new))
-            same = (tokens == tokens[:, src.clamp(min=0)]).all(-1) & ok
             seen, hit = torch.stack([ok.sum(), same.sum()]).tolist()
             self.seen[i] = self.seen[i] * self.decay + seen
             self.hits[i] = self.hits[i] * self.decay + hit

@@ -143,10 +143,12 @@ class CostChooser:
         elif forwards:
             self.acceptance.observe(choice.window, choice.branches, run_tokens, by_branches, forwards, rejections)
 
-    def observe_commits(self, tokens: torch.Tensor, new: torch.Tensor, committed: torch.Tensor) -> None:
-        """Every few forwards: the positions committed since, for the drafters' hit rates."""
+    def observe_commits(self, tokens: torch.Tensor, new: torch.Tensor, committed: torch.Tensor,
+                        at_random: torch.Tensor | None = None) -> None:
+        """Every few forwards: the positions committed since, for the drafters' hit rates
+        (`at_random`: what a random first draft would have been at them, where known)."""
         if self.hits is not None:
-            self.hits.observe(tokens, new, committed)
+            self.hits.observe(tokens, new, committed, at_random)
             self.drafter = self.hits.best()
 
 

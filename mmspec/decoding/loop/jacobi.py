@@ -206,6 +206,20 @@ class JacobiLoop:
             return self.noise.gumbel(self.b[:, 0], at, self.K, self.V)
         return self.noise.uniform("draft", self.b[:, 0], at, self.K, self.attempts_at.gather(1, at))
 
+    def random_drafts_at(self, where: torch.Tensor) -> torch.Tensor | None:
+        """Keyed, with the noise remembered: what a random first draft would have been at the
+        positions `where [B, T]` marks (the allowed tokens' Gumbel winner), -1 elsewhere."""
+        if not (self.keyed and self.noise.remembers(self.K, self.V)):
+            return None
+        b, pos = where.nonzero(as_tuple=True)
+        out = torch.full((self.B, self.T, self.K), -1, dtype=torch.long, device=self.device)
+        if len(pos):
+            allowed = allowed_steps(self.layout, pos[:, None])
+            g = self.noise.gumbel(b, pos[:, None], self.K, self.V)  # [M, 1, K, V]
+            g = g if allowed is None else g.masked_fill(~allowed, float("-inf"))
+            out[b, pos] = g.argmax(-1)[:, 0]
+        return out
+
     def live(self) -> torch.Tensor:
         """Bool `[B, R]`: the windows with positions left to decode."""
         live = self.n < self.ends
@@ -540,7 +554,8 @@ class JacobiLoop:
                              draft_s=self.glue.estimate("draft_s"), rejections=rejections)
         self.observed.zero_()
         self.forwards_at_choice = self.forwards
-        self.chooser.observe_commits(self.tokens, self.committed & ~self.committed_at_choice, self.committed)
+        new = self.committed & ~self.committed_at_choice
+        self.chooser.observe_commits(self.tokens, new, self.committed, self.random_drafts_at(new))
         self.committed_at_choice = self.committed.clone()
         live = self.live()
         # the curve is the cost at all B rows; with fewer rows held, a forward costs about
