@@ -114,7 +114,8 @@ def captioner_case(sample: bool = False) -> Case:
                     generator=torch.Generator().manual_seed(seed))
 
     return Case(CaptioningPipeline.from_pretrained, decode, [C("mc-sjd+lookup"), C("prompt-lookup")],
-                [C("keyed+lookup", window=w) for w in (4, 8, 32)])
+                [C("keyed+lookup", window=w) for w in (4, 8, 32)]
+                + [DecodingConfig(method="keyed", init="phrase-lookup", redraft=True, window=w) for w in (4, 8, 32)])
 
 
 CASES = {"image": image_case, "video": video_case, "speech": speech_case, "mesh": mesh_case, "captioner": captioner_case}

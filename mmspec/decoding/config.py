@@ -188,7 +188,7 @@ class DecodingConfig:
 
     def describe(self) -> str:
         """The name plus every parameter that differs from its default, for tables."""
-        params = []
+        params = [self.method] if self.name == "prompt-lookup" and self.method != "sjd" else []  # keyed prompt-lookup
         plain = self.method != "auto"
         if self.method != "ar" and self.window is not None and (self.window != 16 or not plain):
             params.append(f"window={self.window}")
