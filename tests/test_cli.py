@@ -34,7 +34,7 @@ def test_generate_writes_a_labelled_grid_and_times_ar_beside_the_method(pipeline
     text = capsys.readouterr().out
     assert f"wrote {out} (2 rows x 2 images; rows: circle, stripes)" in text and "AR needs 256" in text and "auto (exact: samples the model)" in text
     assert "against AR on the same 2 row(s) of 2 image(s), same seeds" in text and "wall-time speed-up over AR" in text
-    assert "auto chose: window" in text and "(AR 256 and" in text
+    assert "auto chose: window" in text and "(AR 256 and" in text and "the same tokens as AR in 4 of 4 images" in text
     grid = Image.open(out).convert("L")
     images_w = 2 * (2 * (16 + 2) + 2)  # two 16-pixel images per row, 2-pixel padding, scaled 2x
     label = grid.crop((0, 0, grid.width - images_w, grid.height))

@@ -91,7 +91,9 @@ def ar_comparison(outputs: list, ar_outputs: list, per_class: int) -> str:
     ar_s = sum(o.stats[0].wall_time_s for o in ar_outputs)
     method_f = sum(mean_forwards(o) for o in outputs) / len(outputs)
     ar_f = sum(mean_forwards(o) for o in ar_outputs) / len(ar_outputs)
+    same = sum(int(torch.equal(mine, theirs)) for o, a in zip(outputs, ar_outputs) for mine, theirs in zip(o.tokens, a.tokens))
     return (f"against AR on the same {len(outputs)} row(s) of {per_class} image(s), same seeds, torch threads "
             f"{torch.get_num_threads()}: AR {ar_s:.1f} s and {ar_f:.0f} forwards per image, {outputs[0].stats[0].method} "
             f"{method_s:.1f} s and {method_f:.0f}: {ar_f / max(method_f, 1e-9):.2f}x fewer forwards, "
-            f"wall-time speed-up over AR {ar_s / max(method_s, 1e-9):.2f}x")
+            f"wall-time speed-up over AR {ar_s / max(method_s, 1e-9):.2f}x; "
+            f"the same tokens as AR in {same} of {len(outputs) * per_class} images")
