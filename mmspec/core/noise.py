@@ -105,13 +105,10 @@ class Noise:
     def batch_size(self) -> int:
         return self.keys.shape[0]
 
-    def select(self, rows: torch.Tensor) -> "Noise":
-        """The noise of some rows only (row i of the result is row `rows[i]` here)."""
-        return Noise(self.keys[rows.to(self.device)], self.device)
-
     def _words(self, stream: str, rows, positions, codebooks: int, attempt, index) -> tuple[torch.Tensor, ...]:
         """Philox words for rows `[N]`, positions `[N, S]`, K codebooks, attempt (int or
-        `[N, S]`) and index `[I]`: four tensors `[N, S, K, I]`."""
+        `[N, S]`) and index (`[I]`, or any shape that broadcasts to `[N, S, K, I]`): four
+        tensors `[N, S, K, I]`."""
         rows, positions = rows.to(self.device), positions.to(self.device)
         key = self.keys[rows]  # [N, 2]
         k0, k1 = key[:, 0, None, None, None], key[:, 1, None, None, None]
@@ -158,11 +155,8 @@ class Noise:
     def gumbel_at(self, rows: torch.Tensor, positions: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """float64 Gumbel noise `[N, S, K, J]` of the tokens `[N, S, K, J]` only (the same
         numbers as `gumbel` gives them)."""
-        rows, positions, tokens = rows.to(self.device), positions.to(self.device), tokens.to(self.device)
-        key = self.keys[rows]
-        k0, k1 = key[:, 0, None, None, None], key[:, 1, None, None, None]
-        c2 = (STREAMS["gumbel"] << 16) + torch.arange(tokens.shape[2], device=self.device)[:, None]
-        w0, w1, w2, w3 = philox4x32(tokens // 2, positions[..., None, None].long(), c2, 0, k0, k1)
+        tokens = tokens.to(self.device)
+        w0, w1, w2, w3 = self._words("gumbel", rows, positions, tokens.shape[2], 0, tokens // 2)
         odd = (tokens % 2).bool()
         return gumbel_from_uniform(words_to_uniform(torch.where(odd, w2, w0), torch.where(odd, w3, w1)))
 

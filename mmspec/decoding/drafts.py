@@ -63,11 +63,16 @@ class Random:
         """Tokens `[B, K]` for positions `pos [B]` (or `[B, J, K]` for `[B, J]`) from uniforms
         `u [B, K]`, or from the slots' keyed Gumbel noise `u [B, K, V]` (their winner among
         the allowed tokens); `allowed [B, K, V]`."""
-        shape = u.shape[:pos.dim() + 1]
-        weights = torch.ones(*shape, ctx.layout.vocab_size, device=u.device) if allowed is None else allowed.float()
         if u.dim() > pos.dim() + 1:
-            return (u + weights.log()).argmax(-1)  # log 0 = -inf: a token not allowed never wins
+            return uniform_winner(u, allowed)
+        weights = torch.ones(*u.shape, ctx.layout.vocab_size, device=u.device) if allowed is None else allowed.float()
         return categorical(weights, u)
+
+
+def uniform_winner(gumbel: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+    """The uniform distribution's Gumbel-max token over the allowed ones: `gumbel [..., V]`
+    keyed noise, `allowed [..., V]` bool or None."""
+    return (gumbel if allowed is None else gumbel.masked_fill(~allowed, float("-inf"))).argmax(-1)
 
 
 @dataclass(frozen=True)

@@ -45,11 +45,10 @@ from mmspec.core.noise import (
 from mmspec.core.sampling import SamplingConfig
 from mmspec.kernels.verify_triton import (
     NEG_INF_KEY,
+    _keep_key,
     _max_and_argmax,
     _order_key,
     _tempered_logits,
-    _top_k_key,
-    _top_p_key,
     check_contiguous,
 )
 from mmspec.kernels.verify_types import VerifyOutput
@@ -124,12 +123,8 @@ def _keyed_winner_kernel(
         keep_key = tl.full((), NEG_INF_KEY, tl.int64)
         if TOP_K or TOP_P:
             x_max, _ = _max_and_argmax(logits_row_ptr, allowed_row_ptr, V, temperature, HAS_ALLOWED, False, BLOCK_V)
-            max_key = _order_key(x_max)
-            if TOP_K:
-                keep_key = _top_k_key(logits_row_ptr, allowed_row_ptr, V, temperature, top_k, max_key, HAS_ALLOWED, BLOCK_V)
-            if TOP_P:
-                keep_key = _top_p_key(logits_row_ptr, allowed_row_ptr, V, temperature, top_p, x_max, max_key, keep_key,
-                                      HAS_ALLOWED, BLOCK_V)
+            keep_key = _keep_key(logits_row_ptr, allowed_row_ptr, V, temperature, top_k, top_p, x_max, HAS_ALLOWED, TOP_K,
+                                 TOP_P, BLOCK_V)
         # 2. Gumbel-max over the kept tokens, the noise made here from the key
         k0 = tl.load(keys_ptr + 2 * n).to(tl.uint32)
         k1 = tl.load(keys_ptr + 2 * n + 1).to(tl.uint32)

@@ -142,6 +142,21 @@ def _max_and_argmax(logits_row_ptr, allowed_row_ptr, V, temperature, HAS_ALLOWED
 
 
 @triton.jit
+def _keep_key(logits_row_ptr, allowed_row_ptr, V, temperature, top_k, top_p, x_max, HAS_ALLOWED: tl.constexpr,
+              TOP_K: tl.constexpr, TOP_P: tl.constexpr, BLOCK_V: tl.constexpr):
+    """The lowest order key top-k and top-p keep (every token is in at `NEG_INF_KEY`);
+    `x_max` is the slot's largest tempered logit."""
+    keep_key = tl.full((), NEG_INF_KEY, tl.int64)
+    max_key = _order_key(x_max)
+    if TOP_K:
+        keep_key = _top_k_key(logits_row_ptr, allowed_row_ptr, V, temperature, top_k, max_key, HAS_ALLOWED, BLOCK_V)
+    if TOP_P:
+        keep_key = _top_p_key(logits_row_ptr, allowed_row_ptr, V, temperature, top_p, x_max, max_key, keep_key,
+                              HAS_ALLOWED, BLOCK_V)
+    return keep_key
+
+
+@triton.jit
 def _write_target_probs(logits_row_ptr, allowed_row_ptr, p_row_ptr, V, temperature, top_k, top_p,
                         HAS_ALLOWED: tl.constexpr, GREEDY: tl.constexpr, TOP_K: tl.constexpr, TOP_P: tl.constexpr,
                         BLOCK_V: tl.constexpr):
@@ -154,13 +169,8 @@ def _write_target_probs(logits_row_ptr, allowed_row_ptr, p_row_ptr, V, temperatu
             tl.store(p_row_ptr + offs, tl.where(offs == arg, 1.0, 0.0), mask=offs < V)
     else:
         # 2. filters: a token stays when its key is >= keep_key
-        keep_key = tl.full((), NEG_INF_KEY, tl.int64)
-        max_key = _order_key(x_max)
-        if TOP_K:
-            keep_key = _top_k_key(logits_row_ptr, allowed_row_ptr, V, temperature, top_k, max_key, HAS_ALLOWED, BLOCK_V)
-        if TOP_P:
-            keep_key = _top_p_key(logits_row_ptr, allowed_row_ptr, V, temperature, top_p, x_max, max_key, keep_key,
-                                  HAS_ALLOWED, BLOCK_V)
+        keep_key = _keep_key(logits_row_ptr, allowed_row_ptr, V, temperature, top_k, top_p, x_max, HAS_ALLOWED, TOP_K, TOP_P,
+                             BLOCK_V)
         # 3. softmax over the kept tokens
         z = _kept_mass(logits_row_ptr, allowed_row_ptr, V, temperature, x_max, keep_key, HAS_ALLOWED, BLOCK_V)
         for v0 in range(0, V, BLOCK_V):

@@ -49,7 +49,7 @@ from mmspec.decoding.branches.candidates import Windows
 from mmspec.decoding.branches.setting import branch_nodes, check_branches
 from mmspec.decoding.branches.tree import Branches, CacheMoves
 from mmspec.decoding.config import DecodingConfig
-from mmspec.decoding.drafts import Hints, draws_at_random, first_drafts
+from mmspec.decoding.drafts import Hints, draws_at_random, first_drafts, uniform_winner
 from mmspec.decoding.loop.active_rows import ActiveRows
 from mmspec.decoding.loop.stopping import Stopping
 from mmspec.decoding.loop.window_io import Inputs, Verified
@@ -87,7 +87,6 @@ class JacobiLoop:
         self.layout, self.sampling, self.config = layout, sampling, config
         self.noise, self.stopping, self.processors = noise, stopping, tuple(processors)
         self.keyed = config.keyed  # else SJD / MC-SJD, their uniforms keyed by (row, position, attempt)
-        self.greedy = sampling.temperature == 0
         self.rule = bind_cached(config.rule, layout.token_embeddings, layout.allowed)
         self.drafter = config.drafter
         self.step_groups = config.step_groups(layout.tokens_per_step)
@@ -214,10 +213,8 @@ class JacobiLoop:
         b, pos = where.nonzero(as_tuple=True)
         out = torch.full((self.B, self.T, self.K), -1, dtype=torch.long, device=self.device)
         if len(pos):
-            allowed = allowed_steps(self.layout, pos[:, None])
             g = self.noise.gumbel(b, pos[:, None], self.K, self.V)  # [M, 1, K, V]
-            g = g if allowed is None else g.masked_fill(~allowed, float("-inf"))
-            out[b, pos] = g.argmax(-1)[:, 0]
+            out[b, pos] = uniform_winner(g, allowed_steps(self.layout, pos[:, None]))[:, 0]
         return out
 
     def live(self) -> torch.Tensor:
