@@ -23,6 +23,8 @@ PIPELINES = {
     "SpeechPipeline": "mmspec.pipelines.audio",
     "VideoPipeline": "mmspec.pipelines.video",
     "LPDPipeline": "mmspec.pipelines.lpd",
+    "OrpheusPipeline": "mmspec.pipelines.orpheus",
+    "DiaPipeline": "mmspec.pipelines.dia",
 }
 
 _EXPORTS = {

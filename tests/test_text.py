@@ -8,6 +8,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 import mmspec
 from mmspec.core.sampling import SamplingConfig
+from mmspec.decoding.config import DecodingConfig
 from mmspec.metrics.losslessness import all_sequences, chi_square, sequence_counts, sequence_probs
 from mmspec.models.adapters.transformers_lm import TransformersLM
 from mmspec.pipelines.text import generate_text
@@ -84,6 +85,9 @@ def test_generation_config_and_processors_match_generate():
                                  eos_token_id=EOS, pad_token_id=EOS)
     ref = model.generate(prompt, generation_config=config)
     assert torch.equal(generate_text(model, prompt, generation_config=config, decoding="mc-sjd+lookup"), ref)
+    for branched in ("mc-sjd", "keyed"):  # branch nodes score with their own history too
+        decoding = DecodingConfig.from_name(branched, branches=3, branch_slots=4)
+        assert torch.equal(generate_text(model, prompt, generation_config=config, decoding=decoding), ref)
     # a keyword overrides the config, as in generate
     ref = model.generate(prompt, generation_config=config, repetition_penalty=1.0)
     assert torch.equal(generate_text(model, prompt, generation_config=config, repetition_penalty=1.0), ref)

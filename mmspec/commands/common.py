@@ -83,10 +83,11 @@ def sampling_kwargs(args) -> dict:
 
 # the pipeline classes each verb runs (the demo takes every family), and the verb of each family
 IMAGE_PIPELINES = ("LlamaGenPipeline", "LPDPipeline", "Emu3Pipeline", "JanusPipeline", "LuminaMGPTPipeline")
+SPEECH_PIPELINES = ("SpeechPipeline", "OrpheusPipeline", "DiaPipeline")
 VERB_PIPELINES = {"generate": IMAGE_PIPELINES, "bench": IMAGE_PIPELINES, "batch": IMAGE_PIPELINES,
-                  "caption": ("CaptioningPipeline",), "speak": ("SpeechPipeline",)}
+                  "caption": ("CaptioningPipeline",), "speak": SPEECH_PIPELINES}
 FAMILY_VERBS = {**{name: "generate" for name in IMAGE_PIPELINES}, "CaptioningPipeline": "caption", "MeshPipeline": "mesh",
-                "SpeechPipeline": "speak", "VideoPipeline": "video"}
+                **{name: "speak" for name in SPEECH_PIPELINES}, "VideoPipeline": "video"}
 
 
 def check_family(command: str, pipeline: str) -> None:

@@ -1,5 +1,9 @@
-"""`mmspec speak`: one WAV of the speech pipeline, or a resumable batch (one WAV per line
-of a words file, a record per clip, as `mmspec.runs.batch` does for images)."""
+"""`mmspec speak`: one WAV of a speech pipeline, or a resumable batch (one WAV per line
+of a words or texts file, a record per clip, as `mmspec.runs.batch` does for images).
+
+Two kinds of speech pipeline: the shipped digit model (`SpeechPipeline`: words from its
+list, `--duration`), and text-to-speech models (`OrpheusPipeline`, `DiaPipeline`: any text,
+`--voice`, `--max-new-tokens`; a clip ends at the model's stop token)."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from pathlib import Path
 import torch
 
 from mmspec.assets import SPEECH_ASSETS
-from mmspec.commands.common import add_decoding, add_method, add_pipeline, decoding_configs, load, sampling_kwargs
+from mmspec.commands.common import add_decoding, add_method, add_pipeline, decoding_configs, load, positive_int, sampling_kwargs
 from mmspec.io.audio import check_wav_path, write_wav
 from mmspec.io.files import check_writable
 from mmspec.runs.batch import Item, decode_items, start_run
@@ -29,14 +33,18 @@ def run_audio_batch(
     restart: bool = False,
     on_item: Callable[[Item, bool], None] | None = None,
 ) -> list[Item]:
-    """Says each item's word into `out_dir/audio/{id}.wav` with a record
-    `out_dir/records/{id}.json`; items already recorded are skipped, so a rerun resumes.
+    """Says each item's word (or text, for a text-to-speech pipeline) into
+    `out_dir/audio/{id}.wav` with a record `out_dir/records/{id}.json`; items already
+    recorded are skipped, so a rerun resumes.
     The run keeps `mmspec.runs.runner`'s contract: a folder holding a run with other
     settings, or an id recorded for another word, is refused before any work; `restart`
     deletes the earlier run's results first. Returns the items generated (not skipped)."""
     out_dir = Path(out_dir)
-    for item in items:
-        pipe.condition.word_ids([item.prompt.strip().lower()])  # an unknown word fails before any work
+    for item in items:  # an unknown word, an empty text or one past the context fails before any work
+        if speaks_text(pipe):
+            pipe.check_text(item.prompt, (call_kwargs or {}).get("voice"), (call_kwargs or {}).get("max_new_tokens"))
+        else:
+            pipe.condition.word_ids([item.prompt.strip().lower()])
     run, decoding, call_kwargs = start_run(pipe, items, out_dir, decoding, seed, call_kwargs, pipeline, (AUDIO,), restart)
 
     def generate(item: Item, task, generator: torch.Generator) -> tuple[Path, object]:
@@ -44,6 +52,36 @@ def run_audio_batch(
         return write_wav(run.path(task, AUDIO), out.audios[0], out.sample_rate), out.stats[0]
 
     return decode_items(run, run.items, items, decoding, generate, on_item)
+
+
+def speaks_text(pipe) -> bool:
+    """A text-to-speech pipeline (any text, named voices), not the digit model's word list."""
+    return hasattr(pipe, "voices") and hasattr(pipe, "check_text")
+
+
+def speak_text(pipe, args, config, sampling: dict) -> None:
+    """`mmspec speak` with a text-to-speech pipeline: the words joined into one text."""
+    if args.duration is not None:
+        raise ValueError("--duration sets the digit model's clip length; a text-to-speech clip ends at the model's stop token "
+                         "(cap it with --max-new-tokens)")
+    call = dict(sampling, voice=args.voice, **({} if args.max_new_tokens is None else {"max_new_tokens": args.max_new_tokens}))
+    config = pipe.check_decoding(config)
+    if args.prompts:
+        from mmspec.runs.batch import read_items, write_manifest
+
+        items = read_items(args.prompts, None)
+        done = run_audio_batch(pipe, items, args.out_dir, decoding=config, seed=args.seed, call_kwargs=call,
+                               pipeline=str(Path(args.pipeline).resolve()), restart=args.restart)
+        print(f"wrote {len(done)} clips ({len(items) - len(done)} already done); manifest: {write_manifest(args.out_dir, items)}")
+        return
+    text = " ".join(args.words)
+    pipe.check_text(text, args.voice, args.max_new_tokens)
+    out = pipe(text, decoding=config, generator=torch.Generator().manual_seed(args.seed), **call)
+    write_wav(args.out, out.audios[0], out.sample_rate)
+    stats, seconds = out.stats[0], len(out.audios[0]) / out.sample_rate
+    print(f"wrote {args.out} ({seconds:.2f} s{'' if args.voice is None else ', voice ' + args.voice})")
+    print(f"decoding: {config.describe()} ({'exact' if stats.exact else 'relaxed'}): {stats.forward_passes} forward passes "
+          f"for {int(stats.lengths[0])} steps (AR needs one a step), {stats.wall_time_s:.2f} s")
 
 
 def speak_command(args) -> None:
@@ -62,6 +100,10 @@ def speak_command(args) -> None:
     [config] = decoding_configs(args)
     sampling = sampling_kwargs(args)
     pipe = load(args)
+    if speaks_text(pipe):
+        return speak_text(pipe, args, config, sampling)
+    if args.voice is not None or args.max_new_tokens is not None:
+        raise ValueError(f"--voice and --max-new-tokens are for text-to-speech pipelines; {args.pipeline} says words from a list")
     if not hasattr(pipe, "words"):
         raise ValueError(f"{args.pipeline} holds a {type(pipe).__name__}, not a speech pipeline")
     config = pipe.check_decoding(config, pipe.steps_for(args.duration))
@@ -84,15 +126,18 @@ def speak_command(args) -> None:
 
 
 def add_parser(sub) -> None:
-    s = sub.add_parser("speak", help="say words with the speech model into a WAV, or a words file into a resumable batch")
+    s = sub.add_parser("speak", help="say words (the speech model) or a text (a text-to-speech pipeline) into a WAV, "
+                                     "or a file of them into a resumable batch")
     add_pipeline(s, SPEECH_ASSETS, "speech")
     add_method(s)
     add_decoding(s)
-    s.add_argument("words", nargs="*", help="words to say, one after another (seven three ...)")
+    s.add_argument("words", nargs="*", help="words to say, one after another (seven three ...), or the text to say")
     s.add_argument("--duration", type=float, help="seconds per word (default: the model's clip length)")
+    s.add_argument("--voice", help="text-to-speech: one of the model's voices (tara, leo, ... for Orpheus)")
+    s.add_argument("--max-new-tokens", type=positive_int, help="text-to-speech: the longest clip in tokens (default: the model's)")
     s.add_argument("--out", default="outputs/speech.wav", help="output WAV for words (default outputs/speech.wav)")
     s.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
-    s.add_argument("--prompts", help="batch: a text file of words, one per line (or .jsonl with prompt and id)")
+    s.add_argument("--prompts", help="batch: a text file of words or texts, one per line (or .jsonl with prompt and id)")
     s.add_argument("--out-dir", default="outputs/speech-batch", help="batch output: audio/, records/, run.json, manifest.jsonl")
     s.add_argument("--restart", action="store_true", help="with --prompts: delete an earlier run's results in --out-dir and start over")
     s.set_defaults(run=speak_command)

@@ -28,7 +28,10 @@ class TokenLayout:
     vocab_size (`int`): size of the logits' last axis.
     tokens_per_step (`int`, defaults to 1): tokens a position holds (K codebooks).
     allowed (`torch.Tensor`, *optional*): bool `[V]` (same set everywhere) or `[T, V]`
-        (per position) of the tokens a position may hold; `None` allows all.
+        (per position) of the tokens a position may hold; `None` allows all. With
+        `allowed_by`, `[n, V]`: one set per coordinate of that axis.
+    allowed_by (`str`, *optional*): the axis whose coordinate picks a position's row of
+        `allowed` (the slot of an Orpheus frame: seven sets, however long the clip).
     forced (`torch.Tensor`, *optional*): long `[T]` (or `[T, K]`), the token a position
         must hold (an end-of-line token, say) or -1 where it is free.
     token_embeddings (`torch.Tensor`, *optional*): `[V, E]`, a vector per token (VQ
@@ -40,6 +43,7 @@ class TokenLayout:
     vocab_size: int
     tokens_per_step: int = 1
     allowed: torch.Tensor | None = None
+    allowed_by: str | None = None
     forced: torch.Tensor | None = None
     token_embeddings: torch.Tensor | None = None
     _neighbours: dict = field(default_factory=dict, init=False, repr=False)  # (axis, distance) -> [T]
@@ -53,6 +57,10 @@ class TokenLayout:
             raise ValueError("two positions of the layout share their coordinates")
         if self.tokens_per_step < 1:
             raise ValueError(f"tokens_per_step must be >= 1, got {self.tokens_per_step}")
+        if self.allowed_by is not None:
+            extent = self.shape[self.axis(self.allowed_by)]
+            if self.allowed is None or self.allowed.dim() != 2 or self.allowed.shape[0] != extent:
+                raise ValueError(f"allowed_by={self.allowed_by!r} needs allowed [{extent}, V], one set per coordinate")
         if self.forced is not None and self.forced.shape not in ((self.length,), (self.length, self.tokens_per_step)):
             raise ValueError(f"forced must be [{self.length}] or [{self.length}, {self.tokens_per_step}], got {tuple(self.forced.shape)}")
 
@@ -115,8 +123,13 @@ class TokenLayout:
             raise ValueError(f"max_length must be an integer >= 1, got {length!r}")
         if length >= self.length:
             return self
-        per_position = lambda t: t if t is None or (t.dim() == 1 and t is self.allowed) else t[:length]
-        return replace(self, coords=self.coords[:length], allowed=per_position(self.allowed), forced=per_position(self.forced))
+        per_position = lambda t: t if t is None else t[:length]
+        coords, allowed = self.coords[:length], self.allowed
+        if self.allowed_by is not None:  # the coordinates left on that axis
+            allowed = allowed[: int(coords[:, self.axis(self.allowed_by)].max()) + 1]
+        elif allowed is not None and allowed.dim() == 2:
+            allowed = allowed[:length]
+        return replace(self, coords=coords, allowed=allowed, forced=per_position(self.forced))
 
     def allowed_at(self, positions: torch.Tensor) -> torch.Tensor | None:
         """Bool `[..., V]` (`[..., K, V]` when a step holds K tokens) allowed-token mask for
@@ -132,7 +145,8 @@ class TokenLayout:
         elif self.allowed.dim() == 1:
             mask = self.allowed.to(positions.device).expand(*positions.shape, V)
         else:
-            mask = self.allowed.to(positions.device)[positions]
+            rows = positions if self.allowed_by is None else self.coords[:, self.axis(self.allowed_by)].to(positions.device)[positions]
+            mask = self.allowed.to(positions.device)[rows]
         K = self.tokens_per_step
         if K > 1:
             mask = mask[..., None, :].expand(*positions.shape, K, V)

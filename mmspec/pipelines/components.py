@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -68,10 +69,10 @@ def transformers_model(name: str, load: Callable | None = None, **kwargs) -> Com
     weights are checked finite and it is put in eval mode."""
 
     def load_model(folder: Path, dtype: torch.dtype | None):
-        if load is None:
+        if load is None:  # transformers' own class: never the code a folder's auto_map names
             import transformers
 
-            from_pretrained = getattr(transformers, name).from_pretrained
+            from_pretrained = partial(getattr(transformers, name).from_pretrained, trust_remote_code=False)
         else:
             from_pretrained = load
         model = load_transformers(from_pretrained, folder, **kwargs, **({} if dtype is None else {"dtype": dtype}))
@@ -82,12 +83,13 @@ def transformers_model(name: str, load: Callable | None = None, **kwargs) -> Com
 
 
 def transformers_processor(name: str) -> Component:
-    """A transformers tokenizer or processor, saved as transformers saves it."""
+    """A transformers tokenizer or processor, saved as transformers saves it; loaded without
+    the custom code a folder's `auto_map` may name."""
 
     def load_processor(folder: Path, dtype: torch.dtype | None):
         import transformers
 
-        return load_transformers(getattr(transformers, name).from_pretrained, folder)
+        return load_transformers(partial(getattr(transformers, name).from_pretrained, trust_remote_code=False), folder)
 
     return Component("transformers", name, load=load_processor, save=lambda processor, folder: processor.save_pretrained(folder))
 

@@ -1,4 +1,4 @@
-"""The output of every image pipeline."""
+"""The outputs of the pipelines: images, and clips of speech."""
 
 from __future__ import annotations
 
@@ -23,3 +23,25 @@ class ImagePipelineOutput(BaseOutput):
     images: Any
     stats: list[DecodeStats]
     tokens: torch.Tensor
+
+
+@dataclass
+class SpeechPipelineOutput(BaseOutput):
+    """The output of every text-to-speech pipeline (Orpheus-format, Dia): clips end where the
+    model stops, so each has its own length.
+
+    Attributes:
+        audios (`list`): one float waveform `[samples]` in [-1, 1] per clip (`torch.Tensor` or
+            `np.ndarray`, as `output_type` asked), or its generated tokens for "tokens".
+        sample_rate (`int`): samples per second of `audios`.
+        stats (`list[DecodeStats]`): one per clip.
+        tokens (`torch.Tensor`): long, the generated tokens of the batch (`[B, T]`, or `[B, T, K]`
+            for K codebooks a step), padded after each clip's end.
+        codes (`list`): per clip, the codec codes its waveform was decoded from.
+    """
+
+    audios: list
+    sample_rate: int
+    stats: list[DecodeStats]
+    tokens: torch.Tensor
+    codes: list

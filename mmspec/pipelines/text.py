@@ -76,8 +76,9 @@ def processors_of(settings: dict, eos: list[int]) -> list:
     return processors
 
 
-def check_text_decoding(decoding: str | DecodingConfig) -> DecodingConfig:
-    """The decoding, or a one-line error when it needs image structure text does not have."""
+def check_text_decoding(decoding: str | DecodingConfig, drafters: tuple[str, ...] = TEXT_DRAFTERS) -> DecodingConfig:
+    """The decoding, or a one-line error when it needs image structure text does not have
+    (`drafters`: the draft inits that fit the sequence's layout)."""
     config = as_decoding(decoding)
     if not isinstance(config.scheduler, Raster):
         raise ValueError(f"{config.name} decodes rows or frames of an image side by side; text is one line: "
@@ -86,8 +87,8 @@ def check_text_decoding(decoding: str | DecodingConfig) -> DecodingConfig:
         raise ValueError(f"{config.rule.name} relaxes acceptance between neighbouring image tokens; text decoding is exact: "
                          "use auto, ar, keyed, sjd or mc-sjd (with +lookup)")
     names = [] if config.drafter is None else config.drafter.name.split("+")
-    if not set(names) <= set(TEXT_DRAFTERS):
-        raise ValueError(f"draft init {config.drafter.name!r} copies along image axes; text takes {', '.join(TEXT_DRAFTERS)}")
+    if not set(names) <= set(drafters):
+        raise ValueError(f"draft init {config.drafter.name!r} copies along image axes; this sequence takes {', '.join(drafters)}")
     return config
 
 

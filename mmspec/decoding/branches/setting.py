@@ -18,11 +18,9 @@ class BranchSetting:
     def __str__(self) -> str:
         return f"{self.candidates}x{self.slots}x{self.length}"
 
-def check_branches(session, layout, processors) -> None:
+def check_branches(session) -> None:
     if not getattr(session, "supports_tree", False):
         raise ValueError(f"branches need tree attention, which {type(session).__name__} does not offer; decode with branches=0")
-    if processors:
-        raise ValueError("branches do not run logits processors; decode with branches=0 or without processors")
 
 def branch_nodes(setting, window: int, layout) -> int:
     """Branch nodes of one window at most, for a `BranchSetting` (m, D, c)."""

@@ -103,8 +103,9 @@ class Branches:
     to keep. `reset` drops what they carry (the setting changed, or an AR step ran)."""
 
     def __init__(self, layout, sampling, rule, coupled: bool, step_groups, noise: Noise, attempts: torch.Tensor, keyed: bool,
-                 device):
+                 device, processors=()):
         self.layout, self.sampling, self.rule, self.coupled = layout, sampling, rule, coupled
+        self.processors = processors  # history-dependent: a node sees its window's drafts before it, then its branch
         self.step_groups, self.device = step_groups, device
         # keyed: each node's winner under the row's noise; else SJD / MC-SJD uniforms keyed by
         # the position a node predicts and its attempt (`attempts [B, T + 1]`, the loop's)
@@ -186,7 +187,8 @@ class Branches:
         return replace(inputs, tokens=torch.cat([inputs.tokens, node_tokens], 1),
                        positions=torch.cat([main_pos, scratch], 1), tree=tree)
 
-    def merge(self, logits: GuidedLogits, out, b: torch.Tensor, r: torch.Tensor, drafts: torch.Tensor):
+    def merge(self, logits: GuidedLogits, out, b: torch.Tensor, r: torch.Tensor, drafts: torch.Tensor, prompt=None,
+              window_history=None):
         """Verifies every branch as a small window of its own; where a live window's first
         rejected slot has a candidate equal to the token drawn there, that candidate's
         result extends the window's verification; where it has only a candidate nearer the
@@ -195,8 +197,9 @@ class Branches:
         window's) for the next forward.
 
         `out` is the main verification of the live windows `(b, r)`, `drafts` their
-        `[N, S, K]` drafts. Returns the merged output and the bool `[B, R, D, C, c + 1]`
-        nodes whose cache entries are committed context."""
+        `[N, S, K]` drafts; with processors, `prompt [B, P, K]` and `window_history(b, r)`
+        (what each window slot has seen) give each node's history. Returns the merged output
+        and the bool `[B, R, D, C, c + 1]` nodes whose cache entries are committed context."""
         nodes = self.nodes
         B, R, D, C, c1 = nodes.valid.shape
         c, S, K, V = c1 - 1, drafts.shape[1], drafts.shape[2], nodes.chain_q.shape[-1]
@@ -208,8 +211,9 @@ class Branches:
         seq = torch.arange(B, device=self.device).repeat_interleave(R * D * C)[:, None]
         pick = lambda t: t[seq, idx]
         predicts = (nodes.acts_as.reshape(rows, c + 1) + 1).clamp(max=T - 1)
+        history = self.node_history(window_history) if self.processors else None
         target = step_logits(GuidedLogits(pick(logits.cond), None if logits.uncond is None else pick(logits.uncond)),
-                             predicts, self.sampling)
+                             predicts, self.sampling, self.processors, None if prompt is None else prompt[seq[:, 0]], history)
         num_slots = valid.sum(-1)
         has_draft = valid.roll(-1, 1)
         has_draft[:, -1] = False
@@ -263,6 +267,21 @@ class Branches:
         run_length[use[h]] = ha[h] + 1 + res.run_length[row[h]]
         keep[hb[h], hr[h], ha[h], hcand[h]] = nodes.valid[hb[h], hr[h], ha[h], hcand[h]] & (slot[None, :] <= res.accepted[row[h]][:, None])
         return replace(out, tokens=tokens, target_probs=probs, run_length=run_length), keep
+
+    def node_history(self, window_history) -> torch.Tensor:
+        """Long `[B * R * D * C, c + 1, T]`: what node (j, cand, i) has seen: its window's
+        history at slot j (committed tokens, then the drafts before slot j), then its branch's
+        nodes up to itself."""
+        nodes = self.nodes
+        B, R, D, C, c1 = nodes.valid.shape
+        b = torch.arange(B, device=self.device).repeat_interleave(R)
+        base = window_history(b, torch.arange(R, device=self.device).repeat(B))[:, :D]  # [B * R, D, T]
+        T = base.shape[-1]
+        history = base.view(B, R, D, 1, 1, T).expand(B, R, D, C, c1, T).clone()
+        at = nodes.acts_as.clamp(max=T - 1)
+        for i in range(c1):  # node i sees nodes 0..i of its branch
+            history[..., i, :].scatter_(-1, at[..., : i + 1], nodes.tokens[..., : i + 1, 0])
+        return history.view(B * R * D * C, c1, T)
 
     def commit(self, keep: torch.Tensor, n: torch.Tensor, run_length: torch.Tensor) -> CacheMoves | None:
         """The kept nodes' cache entries (written at scratch position T + input index) that

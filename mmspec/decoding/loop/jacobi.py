@@ -94,12 +94,12 @@ class JacobiLoop:
         B, T, K, V = session.batch_size, layout.length, layout.tokens_per_step, layout.vocab_size
         # SJD / MC-SJD: how often each position was verified, so that a test draws fresh uniforms
         self.attempts_at = torch.zeros(B, T + 1, dtype=torch.long, device=device)
-        branch_settings = branch_options(config, device, getattr(session, "supports_tree", False) and not processors)
+        branch_settings = branch_options(config, device, getattr(session, "supports_tree", False))
         self.branches = None  # the call's branches, when a setting may use them
         if any(setting is not None for setting in branch_settings):
-            check_branches(session, layout, processors)
+            check_branches(session)
             self.branches = Branches(layout, sampling, self.rule, config.coupled, self.step_groups, noise,
-                                     self.attempts_at, self.keyed, device)
+                                     self.attempts_at, self.keyed, device, self.processors)
         # keyed: the most runners-up a branch setting takes as candidates (besides the winner)
         self.ranked = 1 + max((s.candidates for s in branch_settings if s is not None), default=-1)
         plan = config.scheduler.plan(layout)
@@ -146,8 +146,8 @@ class JacobiLoop:
             self.chooser = make_chooser(config, layout, self.cost, branch_settings, min(L, T - 1), device, self.prompt is not None)
             self.choices = ChoiceLog()
             self.glue = GlueTimer(self.cost, device)
-            # window 0 as a plain AR step: one segment (raster order), nothing history-dependent
-            self.chooser.ar_steps = R == 1 and not self.processors
+            # window 0 as a plain AR step: one segment (raster order)
+            self.chooser.ar_steps = R == 1
         # auto: since the last choice, the run lengths and their part by branches, and the
         # rejections, per window summed over forwards (on the device, read at the next choice),
         # and the positions committed
@@ -340,7 +340,8 @@ class JacobiLoop:
         picked = GuidedLogits(slot_logits(main.cond), None if main.uncond is None else slot_logits(main.uncond))
         # processors score each window slot with its own history
         history = self.window_history(b, r)[:, :Sv] if self.processors else None
-        target = step_logits(picked, win_pos, self.sampling, self.processors, self.prompt, history)
+        prompt = None if self.prompt is None or every else self.prompt[b]
+        target = step_logits(picked, win_pos, self.sampling, self.processors, self.prompt if every else prompt, history)
         drafts = at(self.drafts)[:, :Lv]
         if R > 1:  # a segment's last drafts predict outside it
             drafts = torch.where((win_pos[:, :Lv] < self.ends[r][:, None])[..., None], drafts, -1)
@@ -357,7 +358,7 @@ class JacobiLoop:
             out = self.verify_sampled(target, drafts, num_slots, allowed, b, r, win_pos, at, Lv, Sv)
         keep, main = None, out
         if inputs.tree is not None:
-            out, keep = self.branches.merge(logits, out, b, r, drafts)
+            out, keep = self.branches.merge(logits, out, b, r, drafts, self.prompt, self.window_history)
         if not self.keyed:  # a position verified again draws fresh uniforms
             tested = (self.slot[:Sv] < num_slots[:, None]).long()  # clamped positions repeat: accumulate
             self.attempts_at.index_put_((b[:, None].expand_as(win_pos), win_pos), tested, accumulate=True)
@@ -533,8 +534,9 @@ class JacobiLoop:
         self.session.commit(pos, fresh)
         self.mark_kv_done(pos, fresh)
         at = n.clamp(max=self.T - 1)[:, None]
-        self.commit_run(at, keyed_draw(step_logits(logits, at, self.sampling), at, self.layout, self.sampling, self.noise,
-                                       self.b[:, 0]), live[:, None])
+        history = torch.where(self.committed, self.tokens[..., 0], -1)[:, None] if self.processors else None  # the prefix before n
+        target = step_logits(logits, at, self.sampling, self.processors, self.prompt, history)
+        self.commit_run(at, keyed_draw(target, at, self.layout, self.sampling, self.noise, self.b[:, 0]), live[:, None])
         self.n[:, 0] = n + live.long()
         self.drafts.fill_(-1)
         self.q_carried.zero_()
