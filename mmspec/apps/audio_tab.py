@@ -1,5 +1,6 @@
 """The demo's Speech tab: one word said by AR and by an accelerated method from the same
 seed, both playable, with the forward at which each (frame, codebook) token was committed.
+Given a text-to-speech pipeline, the tab is `mmspec.apps.text_speech_tab`'s instead.
 
 Its endpoint is `/speak` (`word`, `method`, `seed`, `guidance_scale`, `temperature` ->
 `ar_audio`, `fast_audio`, `stats`, `heatmaps`, `status`).
@@ -59,7 +60,11 @@ def speak_both(pipe, word: str, label: str, seed: int, sampling: dict):
 
 def build_speech_tab(pipe=None) -> None:
     """Lays out the tab inside the current `gr.Tab`; loads the shipped speech model unless
-    a `SpeechPipeline` is given."""
+    a speech pipeline is given (a text-to-speech one gets `build_text_speech_tab`'s page)."""
+    if getattr(pipe, "speaks_text", False):
+        from mmspec.apps.text_speech_tab import build_text_speech_tab
+
+        return build_text_speech_tab(pipe)
     if pipe is None:
         from mmspec.assets import SPEECH_ASSETS
 

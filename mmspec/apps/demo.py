@@ -52,13 +52,13 @@ MAX_PROMPT_CHARS = 500  # a prompt's prefill is part of every decode of the requ
 CONCURRENCY = 2  # requests decoded at once
 # the other modalities' tabs: (title, module, function that lays out the tab's contents
 # inside its `gr.Tab` and loads the modality's shipped pipeline unless given one, the
-# pipeline class it takes, and the keyword that gives it)
-TABS: tuple[tuple[str, str, str, str, str], ...] = (
-    ("Captions", "mmspec.apps.caption_tab", "build_caption_tab", "CaptioningPipeline", "pipe"),
-    ("Meshes", "mmspec.apps.mesh_tab", "build_mesh_tab", "MeshPipeline", "pipe"),
-    ("Speech", "mmspec.apps.audio_tab", "build_speech_tab", "SpeechPipeline", "pipe"),
-    ("Video", "mmspec.apps.video_tab", "build_video_tab", "VideoPipeline", "pipe"),
-    ("LPD", "mmspec.apps.lpd_tab", "build_lpd_tab", "LPDPipeline", "lpd"),
+# pipeline classes it takes, and the keyword that gives it)
+TABS: tuple[tuple[str, str, str, tuple[str, ...], str], ...] = (
+    ("Captions", "mmspec.apps.caption_tab", "build_caption_tab", ("CaptioningPipeline",), "pipe"),
+    ("Meshes", "mmspec.apps.mesh_tab", "build_mesh_tab", ("MeshPipeline",), "pipe"),
+    ("Speech", "mmspec.apps.audio_tab", "build_speech_tab", ("SpeechPipeline", "OrpheusPipeline", "DiaPipeline"), "pipe"),
+    ("Video", "mmspec.apps.video_tab", "build_video_tab", ("VideoPipeline",), "pipe"),
+    ("LPD", "mmspec.apps.lpd_tab", "build_lpd_tab", ("LPDPipeline",), "lpd"),
 )
 # whole-number fields are read unrounded (no `precision=0`), so that `whole` refuses 2.5
 # instead of Gradio rounding it to 2
@@ -156,7 +156,7 @@ def compare(pipe, condition: dict, methods: list[str], settings: dict):
 def build_demo(pipe) -> gr.Blocks:
     """The app around `pipe`: in the Images tab when it is a raster image pipeline, else in
     its family's tab (the Images tab then shows the shipped image model)."""
-    given = {title: (pipe, keyword) for title, _, _, cls, keyword in TABS if type(pipe).__name__ == cls}
+    given = {title: (pipe, keyword) for title, _, _, classes, keyword in TABS if type(pipe).__name__ in classes}
     if given:
         from mmspec.assets import DEFAULT_ASSETS
         from mmspec.pipelines import load_pipeline

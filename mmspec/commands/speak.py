@@ -41,7 +41,7 @@ def run_audio_batch(
     deletes the earlier run's results first. Returns the items generated (not skipped)."""
     out_dir = Path(out_dir)
     for item in items:  # an unknown word, an empty text or one past the context fails before any work
-        if speaks_text(pipe):
+        if getattr(pipe, "speaks_text", False):
             pipe.check_text(item.prompt, (call_kwargs or {}).get("voice"), (call_kwargs or {}).get("max_new_tokens"))
         else:
             pipe.condition.word_ids([item.prompt.strip().lower()])
@@ -52,11 +52,6 @@ def run_audio_batch(
         return write_wav(run.path(task, AUDIO), out.audios[0], out.sample_rate), out.stats[0]
 
     return decode_items(run, run.items, items, decoding, generate, on_item)
-
-
-def speaks_text(pipe) -> bool:
-    """A text-to-speech pipeline (any text, named voices), not the digit model's word list."""
-    return hasattr(pipe, "voices") and hasattr(pipe, "check_text")
 
 
 def speak_text(pipe, args, config, sampling: dict) -> None:
@@ -100,7 +95,7 @@ def speak_command(args) -> None:
     [config] = decoding_configs(args)
     sampling = sampling_kwargs(args)
     pipe = load(args)
-    if speaks_text(pipe):
+    if getattr(pipe, "speaks_text", False):
         return speak_text(pipe, args, config, sampling)
     if args.voice is not None or args.max_new_tokens is not None:
         raise ValueError(f"--voice and --max-new-tokens are for text-to-speech pipelines; {args.pipeline} says words from a list")

@@ -33,7 +33,8 @@ from mmspec.tokenizers.snac_codec import SnacCodec
 
 OUTPUT_TYPES = ("pt", "np", "tokens")
 MAX_CLIPS_PER_CALL = 64
-ORPHEUS_DRAFTERS = TEXT_DRAFTERS + ("previous-frame",)  # previous-frame: the same slot of the frame before
+# the drafters of a text, with the same slot of the frame before in the place of the previous step
+ORPHEUS_DRAFTERS = tuple(d for d in TEXT_DRAFTERS if d != "previous-step") + ("previous-frame",)
 STREAM_WINDOW = 4  # frames SNAC decodes for one streamed frame, as Orpheus's decoder does
 
 
@@ -95,6 +96,7 @@ class OrpheusPipeline(MMSpecPipeline):
                          "repetition_penalty": "repetition_penalty", "default_sampling": "_saved_sampling"}
     family_sampling = {"temperature": 0.6, "top_p": 0.8}
     condition_kind = "prompt"
+    speaks_text = True  # any text, in named voices (the shipped digit model says words from a list)
 
     def __init__(self, model, tokenizer, codec: SnacCodec, audio_format: dict | None = None, voices: list | None = None,
                  max_new_tokens: int = 1200, repetition_penalty: float = 1.3, default_sampling: dict | None = None):
@@ -175,6 +177,11 @@ class OrpheusPipeline(MMSpecPipeline):
                              f"{', '.join(self.voices) if self.voices else 'no named voice (give voice=None)'}")
         words = text.strip() if voice is None else self.audio_format.voice_format.format(voice=voice, text=text.strip())
         return self.audio_format.prompt_ids(self.tokenizer(words).input_ids)
+
+    def commit_grid(self, commit_iteration: torch.Tensor) -> torch.Tensor:
+        """`[7, frames]`: the forward that committed each slot of each frame of a clip."""
+        frames = len(commit_iteration) // FRAME
+        return commit_iteration[: frames * FRAME].reshape(frames, FRAME).T
 
     def check_text(self, text: str, voice: str | None = None, max_new_tokens: int | None = None) -> list[int]:
         """The framed prompt of one text, refused in one line when the text is empty, the

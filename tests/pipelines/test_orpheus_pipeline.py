@@ -160,6 +160,7 @@ def test_from_orpheus_reads_checkpoint_and_codec_folders(tmp_path):
     (lambda p: p("hi", guidance_scale=2.0), "guidance_scale must be 1"),
     (lambda p: p("hi", decoding="sjd+lantern"), "text decoding is exact"),
     (lambda p: p("hi", decoding="mc-sjd+above"), "draft init"),
+    (lambda p: p("hi", decoding="keyed+previous-step"), "draft init"),
     (lambda p: p("hi", repetition_penalty=0), "repetition_penalty"),
     (lambda p: p(["a", "b"], voice=["tara"]), "one voice or one per text"),
 ])

@@ -1,0 +1,104 @@
+"""The Speech tab for a text-to-speech pipeline (Orpheus-format, Dia): a text in a voice, said by
+AR and by an accelerated method from the same seed, both playable, with the forward at which
+each token was committed.
+
+`build_speech_tab` lays this out when the app is given such a pipeline (`mmspec demo
+--pipeline DIR`). Its endpoint is `/speak_text` (`text`, `voice`, `method`, `seed`,
+`temperature` -> `ar_audio`, `fast_audio`, `stats`, `heatmaps`, `status`).
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+import torch
+
+from mmspec.apps.audio_tab import as_gradio_audio
+from mmspec.apps.demo import TABLE_HEADERS
+from mmspec.decoding.config import DecodingConfig
+from mmspec.io.images import commit_heatmap
+from mmspec.pipelines.checks import sampling_config
+from mmspec.runs.batch import MAX_SEED
+
+CANDIDATE_METHODS = ("auto", "keyed+previous-frame", "keyed+previous-step", "mc-sjd+previous-frame", "mc-sjd+previous-step",
+                     "mc-sjd", "sjd")
+MAX_TEXT_CHARS = 300  # a text's prefill is part of both decodes of a request
+NO_VOICE = "(none)"
+
+
+def fast_methods(pipe) -> list[str]:
+    """The accelerated methods the pipeline takes (its layout decides which copy drafter fits)."""
+    methods = []
+    for name in CANDIDATE_METHODS:
+        try:
+            pipe.check_decoding(name)
+        except ValueError:
+            continue
+        methods.append(name)
+    return methods
+
+
+def say_both(pipe, text: str, voice: str | None, method: str, seed: int, temperature: float):
+    """AR and `method` from one seed: two clips, a cost table, two commit heatmaps."""
+    clips, rows, maps, baseline, ar_tokens = [], [], [], None, None
+    for name in ("ar", method):
+        config = DecodingConfig.from_name(name)
+        out = pipe(text, voice=voice, decoding=config, temperature=temperature, generator=torch.Generator().manual_seed(seed))
+        stats = out.stats[0]
+        baseline = baseline or stats
+        ar_tokens = out.tokens if ar_tokens is None else ar_tokens
+        clips.append(as_gradio_audio(out.audios[0], out.sample_rate))
+        grid = pipe.commit_grid(stats.commit_iteration[0])
+        maps.append((commit_heatmap(grid.flatten(), tuple(grid.shape), size=480), f"{config.describe()}: commit forward per token"))
+        rows.append([config.describe(), "yes" if stats.exact else "no", stats.forward_passes, round(stats.tokens_per_forward, 2),
+                     round(stats.wall_time_s, 2), round(baseline.forward_passes / stats.forward_passes, 2),
+                     round(baseline.wall_time_s / max(stats.wall_time_s, 1e-9), 2),
+                     "yes" if torch.equal(out.tokens, ar_tokens) else "no"])
+    return clips[0], clips[1], rows, maps
+
+
+def build_text_speech_tab(pipe) -> None:
+    """Lays out the tab for a text-to-speech pipeline inside the current `gr.Tab`."""
+    methods = fast_methods(pipe)
+    voices = list(pipe.voices) or [NO_VOICE]
+    gr.Markdown(f"{type(pipe).__name__} says a text. auto returns AR's very clip for the seed in fewer forwards; "
+                "SJD and MC-SJD sample AR's distribution. The heatmaps show the forward that committed each token "
+                "(dark = early).")
+    with gr.Row():
+        with gr.Column(scale=1):
+            text = gr.Textbox(label="text", value="Hey there, how are you today?", max_length=MAX_TEXT_CHARS)
+            voice = gr.Dropdown(voices, value=voices[0], label="voice")
+            method = gr.Dropdown(methods, value=methods[0], label="accelerated method")
+            seed = gr.Textbox(value="0", label="seed")
+            temperature = gr.Slider(0, 2, value=pipe.default_sampling["temperature"], step=0.05, label="temperature (0 = greedy)")
+            run = gr.Button("Speak", variant="primary")
+            status = gr.Markdown("")
+        with gr.Column(scale=2):
+            with gr.Row():
+                ar_audio = gr.Audio(label="AR", type="numpy")
+                fast_audio = gr.Audio(label="accelerated", type="numpy")
+            stats = gr.Dataframe(headers=TABLE_HEADERS, label="stats")
+            heatmaps = gr.Gallery(label="commit order", columns=1, height="auto")
+
+    def speak_text(text, voice, method, seed, temperature):
+        """AR and the accelerated method from one seed: both clips, a cost table, heatmaps and a status line."""
+        try:
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError("the text is empty")
+            if len(text) > MAX_TEXT_CHARS:
+                raise ValueError(f"the text has {len(text)} characters; at most {MAX_TEXT_CHARS}")
+            if voice not in voices:
+                raise ValueError(f"unknown voice {voice!r}; choose from {', '.join(voices)}")
+            if method not in methods:
+                raise ValueError(f"unknown method {method!r}; choose from {', '.join(methods)}")
+            seed_value = int(str(seed).strip()) if str(seed).strip().isdigit() else -1
+            if not 0 <= seed_value <= MAX_SEED:
+                raise ValueError(f"seed must be a whole number from 0 to {MAX_SEED}, got {seed!r}")
+            sampling_config({}, temperature=temperature)
+            pipe.check_text(text, None if voice == NO_VOICE else voice)
+            ar, fast, rows, maps = say_both(pipe, text, None if voice == NO_VOICE else voice, method, seed_value, float(temperature))
+        except (ValueError, TypeError) as err:
+            return None, None, [], [], f"**Cannot speak:** {err}"
+        return ar, fast, rows, maps, f"Done: AR and {method} from seed {seed_value}."
+
+    run.click(speak_text, [text, voice, method, seed, temperature], [ar_audio, fast_audio, stats, heatmaps, status],
+              api_name="speak_text")
