@@ -6,7 +6,8 @@ pattern's corners hold the pad id (`vocab_size`, which the embeddings have and t
 do not). The layout carries the codec's codebook vectors for grouped acceptance (`pcg`).
 The pattern belongs to the layout, not to the engine: the pad slots are forced
 positions of a `TokenLayout` of K tokens per step over `vocab_size + 1` ids, whose last id
-no unforced slot allows. `undelay` turns a decoded `[B, T, K]` back into EnCodec's codes.
+no unforced slot allows (`mmspec.models.adapters.delay`, shared with Dia). `undelay` turns a
+decoded `[B, T, K]` back into EnCodec's codes.
 
 The decoder computes its sinusoidal positions from the cache length, which fits no window
 of drafts, so we run its layers ourselves (as `hf_session` does for Llama-style stacks):
@@ -29,6 +30,7 @@ from transformers.masking_utils import create_bidirectional_mask
 
 from mmspec.core.contracts import CallTree, GuidedLogits
 from mmspec.core.layout import TokenLayout
+from mmspec.models.adapters.delay import delay_pattern, undelay
 from mmspec.models.cache.hf_session import SlotCache, additive_mask, allocate_cache, check_attention_kernel
 from mmspec.models.cache.kv_cache import CachedSession
 
@@ -40,25 +42,6 @@ class SlotEncoderDecoderCache(EncoderDecoderCache):
 
     def __init__(self, self_attention: SlotCache, cross_attention: DynamicCache, is_updated: dict):
         self.self_attention_cache, self.cross_attention_cache, self.is_updated = self_attention, cross_attention, is_updated
-
-
-def delay_pattern(steps: int, codebooks: int, pad_id: int) -> torch.Tensor:
-    """Long `[steps, K]`: the pad id where MusicGen's delay pattern forces it, -1 elsewhere.
-
-    Generated step t sits at decoder position t + 1 (position 0 is the start token);
-    codebook k is padded before its first frame (t + 1 <= k) and after its last
-    (t + 1 - k >= steps + 1 - K + 1)."""
-    t = torch.arange(steps)[:, None] + 1
-    k = torch.arange(codebooks)[None]
-    padded = (t <= k) | (t - k >= steps + 2 - codebooks)
-    return torch.where(padded, pad_id, -1)
-
-
-def undelay(tokens: torch.Tensor, codebooks: int) -> torch.Tensor:
-    """Decoded steps `[B, T, K]` -> EnCodec codes `[B, K, T - K + 1]` (frame f of codebook
-    k is step f + k)."""
-    frames = tokens.shape[1] - codebooks + 1
-    return torch.stack([tokens[:, k : k + frames, k] for k in range(codebooks)], 1)
 
 
 class T5Condition:
