@@ -9,12 +9,12 @@ Its endpoint is `/speak` (`word`, `method`, `seed`, `guidance_scale`, `temperatu
 from __future__ import annotations
 
 import gradio as gr
-import numpy as np
 import torch
 
 from mmspec.apps.demo import TABLE_HEADERS
 from mmspec.runs.batch import MAX_SEED
 from mmspec.decoding.config import DecodingConfig
+from mmspec.io.audio import as_gradio_audio
 from mmspec.io.images import commit_heatmap
 from mmspec.models.adapters.musicgen import undelay
 from mmspec.pipelines.checks import sampling_config
@@ -33,10 +33,6 @@ def commit_frames(commit_iteration: torch.Tensor, codebooks: int) -> torch.Tenso
     """`[K, frames]`: the forward that committed frame f of codebook k, from a clip's
     per-step `commit_iteration [T]` (the delay pattern undone)."""
     return undelay(commit_iteration[None, :, None].expand(1, -1, codebooks), codebooks)[0]
-
-
-def as_gradio_audio(audio: torch.Tensor, sample_rate: int) -> tuple[int, np.ndarray]:
-    return sample_rate, (audio.clamp(-1, 1) * 32767).to(torch.int16).numpy()
 
 
 def speak_both(pipe, word: str, label: str, seed: int, sampling: dict):

@@ -12,9 +12,9 @@ from __future__ import annotations
 import gradio as gr
 import torch
 
-from mmspec.apps.audio_tab import as_gradio_audio
 from mmspec.apps.demo import TABLE_HEADERS
 from mmspec.decoding.config import DecodingConfig
+from mmspec.io.audio import as_gradio_audio
 from mmspec.io.images import commit_heatmap
 from mmspec.pipelines.checks import sampling_config
 from mmspec.runs.batch import MAX_SEED

@@ -61,18 +61,24 @@ class Random:
 
     def propose(self, ctx: DraftContext, pos: torch.Tensor, u: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
         """Tokens `[B, K]` for positions `pos [B]` (or `[B, J, K]` for `[B, J]`) from uniforms
-        `u [B, K]`, or from the slots' keyed Gumbel noise `u [B, K, V]` (their winner among
-        the allowed tokens); `allowed [B, K, V]`."""
-        if u.dim() > pos.dim() + 1:
-            return uniform_winner(u, allowed)
+        `u [B, K]`; keyed, `u` is long and holds the drafts already (`uniform_winner`);
+        `allowed [B, K, V]`."""
+        if not u.is_floating_point():
+            return u
         weights = torch.ones(*u.shape, ctx.layout.vocab_size, device=u.device) if allowed is None else allowed.float()
         return categorical(weights, u)
 
 
-def uniform_winner(gumbel: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
-    """The uniform distribution's Gumbel-max token over the allowed ones: `gumbel [..., V]`
-    keyed noise, `allowed [..., V]` bool or None."""
-    return (gumbel if allowed is None else gumbel.masked_fill(~allowed, float("-inf"))).argmax(-1)
+def uniform_winner(noise, rows: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor | None, codebooks: int,
+                   vocab_size: int) -> torch.Tensor:
+    """Long `[N, J, K]`: the uniform distribution's Gumbel-max token over the allowed ones
+    (`allowed [N, J, K, V]` bool or None) at `positions [N, J]` of `rows [N]`, under the
+    slots' keyed noise (`Noise.winners`: noise for the allowed tokens only when they are few)."""
+    N, J = positions.shape
+    scores = torch.zeros(N, J, codebooks, vocab_size, device=positions.device)
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    return noise.winners(scores, rows, positions)
 
 
 @dataclass(frozen=True)
@@ -268,7 +274,7 @@ def first_drafts(
     positions: torch.Tensor,  # [B, J] long: positions to draft, -1 = skip
     layout: TokenLayout,
     prompt: torch.Tensor | None,
-    u: torch.Tensor,  # float64 [B, J, K], the uniforms a random proposal inverts, or [B, J, K, V] keyed Gumbel noise
+    u: torch.Tensor,  # float64 [B, J, K], the uniforms a random proposal inverts, or long [B, J, K] keyed drafts
     hints: Hints | None = None,
 ) -> torch.Tensor:
     """Drafts `[B, J, K]` for `positions`, filled left to right so that a copy or a lookup

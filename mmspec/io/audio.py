@@ -57,3 +57,8 @@ def read_wav(path: str | Path) -> tuple[torch.Tensor, int]:
             raise ValueError(f"{path} is not 16-bit mono PCM")
         pcm = np.frombuffer(f.readframes(f.getnframes()), dtype="<i2")
         return torch.from_numpy(pcm.astype(np.float32) / 32768.0), f.getframerate()
+
+
+def as_gradio_audio(audio: torch.Tensor, sample_rate: int) -> tuple[int, np.ndarray]:
+    """A waveform in [-1, 1] as Gradio's `Audio` takes it: (rate, 16-bit samples)."""
+    return sample_rate, (audio.clamp(-1, 1) * 32767).to(torch.int16).numpy()

@@ -195,26 +195,27 @@ class JacobiLoop:
         return live
 
     def draft_noise(self, where: torch.Tensor) -> torch.Tensor:
-        """What a random first draft at `where [B, J]` draws with: keyed, the slot's Gumbel
-        noise (its draft is the uniform distribution's winner, coupled with the target's);
-        else keyed uniforms of (row, position, attempt); zeros when the drafter draws none."""
+        """What a random first draft at `where [B, J]` draws with: keyed, the draft itself,
+        long `[B, J, K]` (the uniform distribution's winner under the slot's Gumbel noise,
+        coupled with the target's); else keyed uniforms of (row, position, attempt); zeros
+        when the drafter draws none."""
         at = torch.where(where >= 0, where, self.n[:, :1].clamp(max=self.T - 1))  # skipped slots: a position in use
         if not draws_at_random(self.drafter):
             return torch.zeros(*at.shape, self.K, dtype=torch.float64, device=self.device)
-        if self.keyed and self.noise.remembers(self.K, self.V):
-            return self.noise.gumbel(self.b[:, 0], at, self.K, self.V)
+        if self.keyed:
+            return uniform_winner(self.noise, self.b[:, 0], at, allowed_steps(self.layout, at), self.K, self.V)
         return self.noise.uniform("draft", self.b[:, 0], at, self.K, self.attempts_at.gather(1, at))
 
     def random_drafts_at(self, where: torch.Tensor) -> torch.Tensor | None:
-        """Keyed, with the noise remembered: what a random first draft would have been at the
-        positions `where [B, T]` marks (the allowed tokens' Gumbel winner), -1 elsewhere."""
-        if not (self.keyed and self.noise.remembers(self.K, self.V)):
+        """Keyed: what a random first draft would have been at the positions `where [B, T]`
+        marks (the allowed tokens' Gumbel winner), -1 elsewhere."""
+        if not self.keyed:
             return None
         b, pos = where.nonzero(as_tuple=True)
         out = torch.full((self.B, self.T, self.K), -1, dtype=torch.long, device=self.device)
         if len(pos):
-            g = self.noise.gumbel(b, pos[:, None], self.K, self.V)  # [M, 1, K, V]
-            out[b, pos] = uniform_winner(g, allowed_steps(self.layout, pos[:, None]))[:, 0]
+            out[b, pos] = uniform_winner(self.noise, b, pos[:, None], allowed_steps(self.layout, pos[:, None]), self.K,
+                                           self.V)[:, 0]
         return out
 
     def live(self) -> torch.Tensor:
