@@ -59,3 +59,15 @@ def test_bad_text_to_speech_flags_are_one_line_errors(orpheus_dir, tmp_path, cap
 def test_voice_is_refused_for_the_digit_model(tmp_path, capsys):
     assert main(["speak", "--voice", "tara", "seven", "--out", str(tmp_path / "x.wav")]) == 2
     assert "--voice and --max-new-tokens are for text-to-speech pipelines" in capsys.readouterr().err
+
+
+def test_a_dia_pipeline_says_a_dialogue(tmp_path, capsys):
+    from tests.helpers.dia import dia_pipeline
+
+    dia_pipeline().save_pretrained(tmp_path / "dia")
+    assert main(["speak", "--pipeline", str(tmp_path / "dia"), "[S1]", "hi.", "[S2]", "ok!", "--max-new-tokens", "24",
+                 "--out", str(tmp_path / "d.wav")]) == 0
+    audio, rate = read_wav(tmp_path / "d.wav")
+    assert rate == dia_pipeline().sample_rate and len(audio) > 0
+    assert main(["speak", "--pipeline", str(tmp_path / "dia"), "--voice", "tara", "hi", "--out", str(tmp_path / "e.wav")]) == 2
+    assert "Dia has no named voices" in capsys.readouterr().err

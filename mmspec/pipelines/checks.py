@@ -81,6 +81,8 @@ def check_decoding_memory(decoding: str | DecodingConfig, layout: TokenLayout, r
     the sequence of `layout` or the memory of one forward over `rows` sequences:
 
     - a draft window longer than the sequence only costs time and memory;
+    - a drafter that copies along an axis the layout does not have (`previous-frame` for
+      a line of steps) would fail at the first draft;
     - a branch takes, per codebook, distinct tokens other than its slot's draft: at most
       `V - 1` of them;
     - one forward feeds up to `extra_positions` inputs a sequence (windows and branch
@@ -94,6 +96,11 @@ def check_decoding_memory(decoding: str | DecodingConfig, layout: TokenLayout, r
     if config.method != "ar" and config.window is not None and config.window > T:
         raise ValueError(f"window {config.window} is longer than the {T}-{'token' if K == 1 else 'step'} sequence; "
                          f"choose 1 to {T}")
+    drafters = [] if config.drafter is None else getattr(config.drafter, "drafters", (config.drafter,))
+    foreign = next((d for d in drafters if getattr(d, "axis", None) is not None and d.axis not in layout.axes), None)
+    if foreign is not None:
+        raise ValueError(f"draft init {foreign.name!r} copies along {foreign.axis!r}; this model's tokens lie on the axes "
+                         f"{', '.join(layout.axes)}")
     if config.branches and config.branches >= V:
         raise ValueError(f"branches {config.branches} asks for more candidates per codebook than the {V - 1} tokens besides "
                          f"the draft that this model's {V}-token vocabulary holds; choose 0 to {V - 1}")

@@ -68,6 +68,7 @@ class DiaPipeline(MMSpecPipeline):
     # the generation config transformers writes for Dia (its conversion script)
     family_sampling = {"guidance_scale": 3.0, "temperature": 1.2, "top_k": 45, "top_p": 0.95}
     condition_kind = "prompt"
+    speaks_text = True  # any text (the shipped digit model says words from a list)
 
     def __init__(self, model, processor, codec, default_sampling: dict | None = None):
         super().__init__()
@@ -180,6 +181,19 @@ class DiaPipeline(MMSpecPipeline):
                 raise ValueError(f"prompt {i} is {len(row)} tokens long (its bytes; [S1] and [S2] one each), more than the "
                                  f"{self.text_limit} Dia's text encoder reads; shorten or split it")
         return ids
+
+    def check_text(self, text: str, voice: str | None = None, max_new_tokens: int | None = None) -> list[int]:
+        """One text's ids, refused in one line when it is empty, longer than the encoder
+        reads, given a voice (Dia has none), or asked for a length the decoder cannot make."""
+        if voice is not None:
+            raise ValueError(f"Dia has no named voices (its text says who speaks: [S1] ... [S2] ...); give voice=None, got {voice!r}")
+        if max_new_tokens is not None:
+            self.token_model(max_new_tokens)
+        return self.encode(as_prompts(text, "the text"))[0]
+
+    def commit_grid(self, commit_iteration: torch.Tensor) -> torch.Tensor:
+        """`[1, steps]`: the forward that committed each step (its nine codebooks at once)."""
+        return commit_iteration[None]
 
     def decode_audio(self, codes: torch.Tensor) -> torch.Tensor:
         """A float32 waveform `[samples]` in [-1, 1] of DAC `codes [C, F]`, as

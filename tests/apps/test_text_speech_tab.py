@@ -39,3 +39,17 @@ def test_ar_and_auto_side_by_side_are_one_clip(pipe):
     assert ar[0] == fast[0] == 24000 and (ar[1] == fast[1]).all()
     assert [r[0] for r in rows][0] == "ar" and rows[1][-1] == "yes" and len(maps) == 2
     assert maps[0][0].size[0] == 480
+
+
+def test_a_dia_pipeline_gets_the_same_page():
+    from tests.helpers.dia import dia_pipeline
+
+    dia = dia_pipeline()
+    dia.set_progress_bar_config(disable=True)
+    assert fast_methods(dia) == ["auto", "keyed+previous-step", "mc-sjd+previous-step", "mc-sjd", "sjd"]
+    with gr.Blocks() as demo, gr.Tab("Speech"):
+        build_speech_tab(dia)
+    assert any(isinstance(b, gr.Dropdown) and b.label == "voice" and [c[0] for c in b.choices] == ["(none)"]
+               for b in demo.blocks.values())
+    ar, fast, rows, maps = say_both(dia, "[S1] hi.", None, "auto", 2, 1.2)
+    assert (ar[1] == fast[1]).all() and rows[1][-1] == "yes"

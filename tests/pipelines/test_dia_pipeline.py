@@ -11,6 +11,7 @@ from mmspec import DecodingConfig
 from mmspec.pipelines.dia import DiaPipeline
 from mmspec.pipelines.pipeline_output import SpeechPipelineOutput
 from tests.helpers import FIXTURES
+from tests.helpers.dia import dia_pipeline
 
 ROOT = FIXTURES / "dia"
 METHODS = ["ar", "sjd", "mc-sjd", "keyed", "auto", DecodingConfig.from_name("mc-sjd", branches=2)]
@@ -18,7 +19,7 @@ METHODS = ["ar", "sjd", "mc-sjd", "keyed", "auto", DecodingConfig.from_name("mc-
 
 @pytest.fixture(scope="module")
 def pipe():
-    p = DiaPipeline.from_dia(ROOT / "model", ROOT / "dac", torch_dtype=torch.float64)
+    p = dia_pipeline(torch.float64)
     p.set_progress_bar_config(disable=True)
     return p
 
