@@ -33,6 +33,7 @@ PHILOX_ROUNDS = 10
 STREAMS = {"gumbel": 0, "verify": 1, "draft": 2, "residual": 3, "order": 4}
 TWO_POW_26, TWO_POW_53 = float(2**26), float(2**53)
 TILE = 32  # positions per Philox pass of `Noise.remember`
+COLUMN_SLOTS = 256  # positions whose allowed columns' noise `Noise.gumbel_columns` keeps, per row
 
 
 def _mul_hi_lo(a: int, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -94,6 +95,7 @@ class Noise:
         self.keys = (keys & MASK32).to(self.device)
         self._index = {}
         self._store = None  # (tags [B, C], noise [B, C, K, V]): see `remember`
+        self._columns = None  # (tags [B, COLUMN_SLOTS], noise [B, COLUMN_SLOTS, K, A]): see `gumbel_columns`
 
     @classmethod
     def from_generator(cls, generator, batch_size: int, device=None) -> "Noise":
@@ -160,6 +162,35 @@ class Noise:
         odd = (tokens % 2).bool()
         return gumbel_from_uniform(words_to_uniform(torch.where(odd, w2, w0), torch.where(odd, w3, w1)))
 
+    def gumbel_columns(self, rows: torch.Tensor, positions: torch.Tensor, tokens: torch.Tensor,
+                       max_bytes: int = 2**28) -> torch.Tensor:
+        """`gumbel_at` of `tokens [N, S, K, A]` (-1 = padding, given noise that no score
+        uses), kept per (row, position) for `COLUMN_SLOTS` recent positions: a window
+        verifies a position at several forwards, and its tokens are a function of the
+        position (the layout's allowed columns, `keyed_scores`)."""
+        N, S, K, A = tokens.shape
+        tokens = tokens.clamp(min=0)
+        store = self._columns
+        if store is None or store[1].shape[2] != K or store[1].shape[3] < A:
+            if self.batch_size * COLUMN_SLOTS * K * A * 8 > max_bytes:
+                return self.gumbel_at(rows, positions, tokens)
+            store = self._columns = (torch.full((self.batch_size, COLUMN_SLOTS), -1, dtype=torch.long, device=self.device),
+                                     torch.empty(self.batch_size, COLUMN_SLOTS, K, A, dtype=torch.float64, device=self.device))
+        tags, values = store
+        r = rows.to(self.device)[:, None].expand_as(positions)
+        place = positions % COLUMN_SLOTS
+        miss = tags[r, place] != positions
+        if bool(miss.any()):
+            fresh = self.gumbel_at(r[miss], positions[miss][:, None], tokens[miss][:, None])[:, 0]  # [M, K, A]
+            values[r[miss], place[miss], :, :A] = fresh
+            tags[r[miss], place[miss]] = positions[miss]
+            clash = tags[r, place] != positions  # two positions of this call in one place: computed afresh
+            if bool(clash.any()):
+                out = values[r, place, :, :A]
+                out[clash] = self.gumbel_at(r[clash], positions[clash][:, None], tokens[clash][:, None])[:, 0]
+                return out
+        return values[r, place, :, :A]
+
     def remember(self, windows_per_row: int, codebooks: int, vocab_size: int, max_bytes: int = 2**28) -> None:
         """Keeps the Gumbel noise of recent positions, made a tile of `TILE` positions at a
         time: a Jacobi window feeds a position at several forwards, and one Philox pass over
@@ -193,22 +224,28 @@ class Noise:
         return values[r, place, offset]
 
     def top(self, scores: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor, count: int = 1,
-            greedy: bool = False, filtered: bool = True) -> torch.Tensor:
+            greedy: bool = False, filtered: bool = True, tokens: torch.Tensor | None = None) -> torch.Tensor:
         """Long `[N, S, K, count]`: the tokens of `scores [N, S, K, V]` (transformed logits,
         -inf where out) with the largest perturbed scores, best first; the first is the
         Gumbel-max draw at `positions [N, S]` of `rows [N]`. `greedy`: by the scores alone.
         When few tokens are in (top-k, a small allowed set), noise is made for those only;
-        `filtered=False` says none is out (no mask, top-k or top-p), which skips the count."""
+        `filtered=False` says none is out (no mask, top-k or top-p), which skips the count.
+        `tokens [N, S, K, A]`: the scores are over these token ids only (`keyed_scores`'
+        allowed columns; -1 = padding, scored -inf), and the ids are returned."""
+        ids = (lambda i: i) if tokens is None else (lambda i: tokens.gather(-1, i))
         if greedy:
-            return scores.topk(count, dim=-1).indices
+            return ids(scores.topk(count, dim=-1).indices)
         V = scores.shape[-1]
-        support = int((~torch.isneginf(scores)).sum(-1).max()) if filtered else V
-        if support * 4 <= V:
-            kept = scores.topk(max(support, count), dim=-1)
-            noisy = kept.values.double() + self.gumbel_at(rows, positions, kept.indices)  # -inf stays -inf
-            return kept.indices.gather(-1, noisy.topk(count, dim=-1).indices)
-        noisy = scores.double() + self.gumbel(rows, positions, scores.shape[2], V)
-        return noisy.argmax(-1, keepdim=True) if count == 1 else noisy.topk(count, dim=-1).indices
+        if tokens is not None:
+            noisy = scores.double() + self.gumbel_columns(rows, positions, tokens)
+        else:
+            support = int((~torch.isneginf(scores)).sum(-1).max()) if filtered else V
+            if support * 4 <= V:
+                kept = scores.topk(max(support, count), dim=-1)
+                noisy = kept.values.double() + self.gumbel_at(rows, positions, kept.indices)  # -inf stays -inf
+                return kept.indices.gather(-1, noisy.topk(count, dim=-1).indices)
+            noisy = scores.double() + self.gumbel(rows, positions, scores.shape[2], V)
+        return ids(noisy.argmax(-1, keepdim=True) if count == 1 else noisy.topk(count, dim=-1).indices)
 
     def winners(self, scores: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor, greedy: bool = False) -> torch.Tensor:
         """The Gumbel-max tokens `[N, S, K]` of `scores [N, S, K, V]` at `positions [N, S]` of `rows [N]`."""

@@ -136,6 +136,38 @@ def transformed_scores(logits: torch.Tensor, config: SamplingConfig, allowed: to
     return top_p_filter(x, config.top_p)
 
 
+def allowed_columns(allowed: torch.Tensor | None) -> torch.Tensor | None:
+    """Long `[..., A]`: the tokens each row of `allowed [..., V]` allows, padded with -1, when
+    none allows more than a quarter of the vocabulary (an Orpheus slot's 4,096 codes of
+    156,940 ids, Emu3's visual tokens); else None. Sampling on those columns alone gives
+    the same draws for a fraction of the work."""
+    if allowed is None:
+        return None
+    V = allowed.shape[-1]
+    flat = allowed.reshape(-1, V)
+    counts = flat.sum(-1)
+    width = int(counts.max()) if len(counts) else 0
+    if width * 4 > V or width == 0:
+        return None
+    row, col = flat.nonzero(as_tuple=True)
+    within = torch.arange(len(row), device=row.device) - (counts.cumsum(0) - counts)[row]
+    columns = torch.full((flat.shape[0], width), -1, dtype=torch.long, device=allowed.device)
+    columns[row, within] = col
+    return columns.view(*allowed.shape[:-1], width)
+
+
+def keyed_scores(logits: torch.Tensor, config: SamplingConfig, allowed: torch.Tensor | None = None):
+    """`transformed_scores` for a Gumbel-max draw, and the token ids of their last axis: on
+    the allowed columns alone when they are few (`allowed_columns`; ids `[..., A]`, -1 for
+    padding), else over the whole vocabulary (ids None). `Noise.top(scores, ..., tokens=ids)`
+    draws the same tokens either way."""
+    columns = allowed_columns(allowed)
+    if columns is None:
+        return transformed_scores(logits, config, allowed), None
+    valid = columns >= 0
+    return transformed_scores(logits.gather(-1, columns.clamp(min=0)), config, valid), columns
+
+
 def transform(logits: torch.Tensor, config: SamplingConfig, allowed: torch.Tensor | None = None) -> torch.Tensor:
     """Mask, temperature, top-k, top-p and softmax of CFG-combined `logits [..., V]`."""
     return to_probs(transformed_scores(logits, config, allowed), config.temperature)

@@ -27,7 +27,7 @@ from functools import cached_property
 import torch
 
 from mmspec.core.layout import TokenLayout
-from mmspec.core.sampling import categorical
+from mmspec.core.sampling import SamplingConfig, categorical, keyed_scores
 
 
 @dataclass
@@ -73,12 +73,10 @@ def uniform_winner(noise, rows: torch.Tensor, positions: torch.Tensor, allowed: 
                    vocab_size: int) -> torch.Tensor:
     """Long `[N, J, K]`: the uniform distribution's Gumbel-max token over the allowed ones
     (`allowed [N, J, K, V]` bool or None) at `positions [N, J]` of `rows [N]`, under the
-    slots' keyed noise (`Noise.winners`: noise for the allowed tokens only when they are few)."""
+    slots' keyed noise (for the allowed tokens only when they are few: `keyed_scores`)."""
     N, J = positions.shape
-    scores = torch.zeros(N, J, codebooks, vocab_size, device=positions.device)
-    if allowed is not None:
-        scores = scores.masked_fill(~allowed, float("-inf"))
-    return noise.winners(scores, rows, positions)
+    scores, columns = keyed_scores(torch.zeros(N, J, codebooks, vocab_size, device=positions.device), SamplingConfig(), allowed)
+    return noise.top(scores, rows, positions, tokens=columns)[..., 0]
 
 
 @dataclass(frozen=True)

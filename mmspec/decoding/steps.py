@@ -10,7 +10,7 @@ from mmspec.core.contracts import GuidedLogits, TokenSession
 from mmspec.core.layout import TokenLayout
 from mmspec.core.processors import apply_processors
 from mmspec.core.noise import Noise
-from mmspec.core.sampling import SamplingConfig, guided_logits, transformed_scores
+from mmspec.core.sampling import SamplingConfig, guided_logits, keyed_scores
 
 
 def as_steps(logits: GuidedLogits, K: int) -> GuidedLogits:
@@ -63,8 +63,8 @@ def keyed_draw(logits: torch.Tensor, positions: torch.Tensor, layout: TokenLayou
                rows: torch.Tensor) -> torch.Tensor:
     """Steps `[N, n, K]` drawn by Gumbel-max from CFG-combined `logits [N, n, K, V]` that
     predict `positions [N, n]` of batch rows `rows [N]`: AR's draw for the row's key."""
-    scores = transformed_scores(logits, sampling, allowed_steps(layout, positions))
-    return noise.winners(scores, rows, positions, greedy=sampling.temperature == 0)
+    scores, columns = keyed_scores(logits, sampling, allowed_steps(layout, positions))
+    return noise.top(scores, rows, positions, greedy=sampling.temperature == 0, tokens=columns)[..., 0]
 
 
 def draw_step(logits: GuidedLogits, position: int, layout: TokenLayout, sampling: SamplingConfig, noise: Noise,

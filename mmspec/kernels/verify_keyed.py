@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 
 from mmspec.core.noise import Noise
-from mmspec.core.sampling import SamplingConfig, transformed_scores
+from mmspec.core.sampling import SamplingConfig, keyed_scores
 from mmspec.kernels.verify_types import VerifyOutput
 
 
@@ -41,9 +41,10 @@ def verify_keyed_reference(
     if one_token:
         target_logits, draft_tokens = target_logits[:, :, None], draft_tokens[..., None]
         allowed = None if allowed is None else allowed[:, :, None]
-    scores = transformed_scores(target_logits.float(), sampling, allowed)
+    scores, columns = keyed_scores(target_logits.float(), sampling, allowed)
     filtered = allowed is not None or sampling.top_k > 0 or sampling.top_p < 1
-    top = noise.top(scores, rows, positions, max(ranked, 1), greedy=sampling.temperature == 0, filtered=filtered)  # [N, S, K, m]
+    top = noise.top(scores, rows, positions, max(ranked, 1), greedy=sampling.temperature == 0, filtered=filtered,
+                    tokens=columns)  # [N, S, K, m]
     winners = top[..., 0]
     S = scores.shape[1]
     has_p = torch.arange(S, device=scores.device)[None, :] < num_slots[:, None]

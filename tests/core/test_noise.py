@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from mmspec.core.noise import MASK32, Noise, SlotNoise, as_noise, philox4x32, words_to_uniform
+from mmspec.core.noise import COLUMN_SLOTS, MASK32, Noise, SlotNoise, as_noise, philox4x32, words_to_uniform
+from mmspec.core.sampling import SamplingConfig, keyed_scores, transformed_scores
 
 # Random123's known-answer vectors for philox4x32_10 (counter, key -> four words)
 KNOWN_ANSWERS = [
@@ -115,3 +116,29 @@ def test_residual_trials_are_per_slot():
     both = slots.trials(torch.tensor([[True, False], [False, True]]), 3, 4, 0)
     one = slots.trials(torch.tensor([[False, False], [False, True]]), 3, 8, 0)
     assert torch.equal(both[1], one[0, :, :4])  # a slot's trials do not depend on the other slots
+
+
+@pytest.mark.parametrize("sampling", [SamplingConfig(temperature=0.7, top_p=0.9), SamplingConfig(temperature=1.2, top_k=5),
+                                      SamplingConfig(temperature=0)])
+def test_draws_on_the_allowed_columns_equal_draws_on_the_vocabulary(sampling):
+    """`keyed_scores` narrows the scores to the allowed tokens when they are few; the ranked
+    draws (winner first) are the same tokens as over the whole vocabulary, and the noise
+    kept per position (`gumbel_columns`) is `gumbel_at`'s, also for two positions of one
+    call that share a place in the store."""
+    g = torch.Generator().manual_seed(0)
+    N, S, V = 3, 5, 64
+    logits = torch.randn(N, S, 1, V, generator=g) * 3
+    allowed = torch.rand(N, S, 1, V, generator=g) < 0.12
+    allowed[..., 0] = True
+    rows = torch.tensor([0, 1, 2])
+    positions = torch.tensor([[0, 1, 2, 3, 4], [7, 8, 9, 10, 11], [5, 5 + COLUMN_SLOTS, 6, 7, 8]])
+    noise = Noise(torch.tensor([[1, 2], [3, 4], [5, 6]]))
+    dense = noise.top(transformed_scores(logits, sampling, allowed), rows, positions, 3, greedy=sampling.temperature == 0)
+    scores, columns = keyed_scores(logits, sampling, allowed)
+    assert columns is not None and columns.shape[-1] < V
+    for _ in range(2):  # computed, then read back from the store
+        compact = Noise(noise.keys) if _ == 0 else compact
+        narrow = compact.top(scores, rows, positions, 3, greedy=sampling.temperature == 0, tokens=columns)
+        finite = torch.isfinite(transformed_scores(logits, sampling, allowed)).sum(-1, keepdim=True) > torch.arange(3)
+        assert torch.equal(narrow[finite], dense[finite])
+    assert keyed_scores(logits, sampling, torch.ones_like(allowed))[1] is None  # most of the vocabulary: no narrowing
