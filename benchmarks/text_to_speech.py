@@ -2,6 +2,7 @@
 each clip timed beside its AR twin.
 
     PYTHONPATH=. python benchmarks/text_to_speech.py                      # the tiny Orpheus-format fixture
+    PYTHONPATH=. python benchmarks/text_to_speech.py --max-new-tokens 700 # its clips as long as real ones (8.5 s)
     PYTHONPATH=. python benchmarks/text_to_speech.py --model dia-tiny     # the tiny Dia fixture
     PYTHONPATH=. python benchmarks/text_to_speech.py --pipeline DIR --voice tara --device cuda --threads 0 \\
         --name orpheus-3b                                                 # a real checkpoint saved as a pipeline
@@ -15,6 +16,9 @@ AR's (1.0 for auto and keyed: the same tokens for the seed). Writes
 
 The tiny fixtures are random weights: their forward counts say how the engine handles the
 layout (frames, stop tokens, the repetition penalty), not what a trained model accepts.
+The fixture's Orpheus Llama has rotary positions, so `--max-new-tokens` past its clips of
+six frames only lengthens its position table (`max_position_embeddings`), as a real
+Orpheus clip of 1,200 tokens needs.
 """
 
 from __future__ import annotations
@@ -51,6 +55,9 @@ def load(args):
 
         pipe = dia_pipeline()
     pipe.set_progress_bar_config(disable=True)
+    if args.max_new_tokens and args.model == "orpheus-tiny" and not args.pipeline:
+        pipe.model.config.max_position_embeddings = max(pipe.context_length, args.max_new_tokens + 64)
+        pipe.max_new_tokens = pipe.check_length(args.max_new_tokens)
     return pipe.to(args.device), "dia" if type(pipe).__name__ == "DiaPipeline" else "orpheus"
 
 
@@ -61,6 +68,7 @@ def main() -> None:
     parser.add_argument("--name", help="the results' name (default: the model's)")
     parser.add_argument("--voice", help="the voice of every clip (default: none)")
     parser.add_argument("--seeds", type=int, default=4, help="seeds per text")
+    parser.add_argument("--max-new-tokens", type=int, help="the longest clip (default: the pipeline's)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--out-dir", default="benchmarks/results")
@@ -69,20 +77,21 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     pipe, family = load(args)
     methods = [DecodingConfig.from_name(name) for name in METHODS[family]]
+    length = {} if args.max_new_tokens is None else {"max_new_tokens": args.max_new_tokens}
     for config in methods:
         pipe.check_decoding(config)
     forwards = {c.describe(): [] for c in methods}
     seconds = dict.fromkeys(forwards, 0.0)
     same = dict.fromkeys(forwards, 0)
     audio_s = 0.0
-    pipe(TEXTS[0], voice=args.voice, decoding="ar")  # warm-up: first calls allocate and measure auto's cost curve
-    pipe(TEXTS[0], voice=args.voice, decoding="auto")
+    pipe(TEXTS[0], voice=args.voice, decoding="ar", **length)  # warm-up: first calls allocate and measure auto's cost curve
+    pipe(TEXTS[0], voice=args.voice, decoding="auto", **length)
     work = [(text, seed) for text in TEXTS for seed in range(args.seeds)]
     for text, seed in tqdm(work, desc="clips"):
         ar_tokens = None
         for config in methods:
             start = time.perf_counter()
-            out = pipe(text, voice=args.voice, decoding=config, generator=torch.Generator().manual_seed(seed))
+            out = pipe(text, voice=args.voice, decoding=config, generator=torch.Generator().manual_seed(seed), **length)
             if args.device != "cpu":
                 torch.cuda.synchronize()
             seconds[config.describe()] += time.perf_counter() - start
@@ -99,14 +108,16 @@ def main() -> None:
         results.append(result)
     sampling = {**pipe.default_sampling, **({"repetition_penalty": pipe.repetition_penalty} if family == "orpheus" else {})}
     label = args.name or (args.model if not args.pipeline else args.pipeline)
+    label += "" if args.max_new_tokens is None else f", at most {args.max_new_tokens} tokens a clip"
     meta = {
-        "description": f"{type(pipe).__name__} ({label}), {len(TEXTS)} texts x {args.seeds} seeds, {audio_s / len(work):.2f} s of "
+        "description": f"{type(pipe).__name__} ({label}), {len(TEXTS)} texts x {args.seeds} seeds, {audio_s / len(work):.3g} s of "
                        f"audio a clip on average (AR's clips), batch 1, voice {args.voice}, sampling {sampling}; each clip "
                        f"said by every method in turn, AR first. Wall time covers decoding and the codec, torch on "
                        f"{torch.get_num_threads()} thread(s), device {args.device}.",
         **dated_environment(),
     }
-    for path in report(results, args.out_dir, f"tts_{(args.name or args.model).replace('/', '_')}", meta, sample="clip"):
+    name = args.name or args.model + ("" if args.max_new_tokens is None else f"-{args.max_new_tokens}")
+    for path in report(results, args.out_dir, f"tts_{name.replace('/', '_')}", meta, sample="clip"):
         print(f"wrote {path}")
 
 

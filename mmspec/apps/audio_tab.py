@@ -11,11 +11,9 @@ from __future__ import annotations
 import gradio as gr
 import torch
 
-from mmspec.apps.demo import TABLE_HEADERS
+from mmspec.apps.clip_pair import clip_pair_column, side_by_side
 from mmspec.runs.batch import MAX_SEED
 from mmspec.decoding.config import DecodingConfig
-from mmspec.io.audio import as_gradio_audio
-from mmspec.io.images import commit_heatmap
 from mmspec.models.adapters.musicgen import undelay
 from mmspec.pipelines.checks import sampling_config
 
@@ -37,21 +35,9 @@ def commit_frames(commit_iteration: torch.Tensor, codebooks: int) -> torch.Tenso
 
 def speak_both(pipe, word: str, label: str, seed: int, sampling: dict):
     """AR and the chosen method from one seed: two clips, a cost table, two heatmaps."""
-    clips, rows, maps, baseline, ar_tokens = [], [], [], None, None
-    for config in (DecodingConfig.from_name("ar"), FAST_METHODS[label]):
-        out = pipe(word, decoding=config, generator=torch.Generator().manual_seed(seed), **sampling)
-        stats = out.stats[0]
-        baseline = baseline or stats
-        ar_tokens = out.tokens if ar_tokens is None else ar_tokens
-        clips.append(as_gradio_audio(out.audios[0], out.sample_rate))
-        frames = commit_frames(stats.commit_iteration[0], pipe.codebooks)
-        title = f"{config.describe()}: commit forward per (codebook, frame)"
-        maps.append((commit_heatmap(frames.flatten(), tuple(frames.shape), size=480), title))
-        rows.append([config.describe(), "yes" if stats.exact else "no", stats.forward_passes, round(stats.tokens_per_forward, 2),
-                     round(stats.wall_time_s, 2), round(baseline.forward_passes / stats.forward_passes, 2),
-                     round(baseline.wall_time_s / max(stats.wall_time_s, 1e-9), 2),
-                     "yes" if torch.equal(out.tokens, ar_tokens) else "no"])
-    return clips[0], clips[1], rows, maps
+    say = lambda config: pipe(word, decoding=config, generator=torch.Generator().manual_seed(seed), **sampling)
+    return side_by_side(say, (DecodingConfig.from_name("ar"), FAST_METHODS[label]),
+                        lambda commits: commit_frames(commits, pipe.codebooks), "(codebook, frame)")
 
 
 def build_speech_tab(pipe=None) -> None:
@@ -86,12 +72,7 @@ def build_speech_tab(pipe=None) -> None:
             temperature = gr.Slider(0, 2, value=defaults["temperature"], step=0.05, label="temperature (0 = greedy)")
             run = gr.Button("Speak", variant="primary")
             status = gr.Markdown("")
-        with gr.Column(scale=2):
-            with gr.Row():
-                ar_audio = gr.Audio(label="AR", type="numpy")
-                fast_audio = gr.Audio(label="accelerated", type="numpy")
-            stats = gr.Dataframe(headers=TABLE_HEADERS, label="stats")
-            heatmaps = gr.Gallery(label="commit order over (codebook, frame)", columns=1, height="auto")
+        ar_audio, fast_audio, stats, heatmaps = clip_pair_column("commit order over (codebook, frame)")
 
     def speak(word, method, seed, guidance_scale, temperature):
         """AR and the accelerated method from one seed: both clips, a cost table, heatmaps and a status line."""

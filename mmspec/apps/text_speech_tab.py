@@ -12,10 +12,8 @@ from __future__ import annotations
 import gradio as gr
 import torch
 
-from mmspec.apps.demo import TABLE_HEADERS
+from mmspec.apps.clip_pair import clip_pair_column, side_by_side
 from mmspec.decoding.config import DecodingConfig
-from mmspec.io.audio import as_gradio_audio
-from mmspec.io.images import commit_heatmap
 from mmspec.pipelines.checks import sampling_config
 from mmspec.runs.batch import MAX_SEED
 
@@ -39,21 +37,9 @@ def fast_methods(pipe) -> list[str]:
 
 def say_both(pipe, text: str, voice: str | None, method: str, seed: int, temperature: float):
     """AR and `method` from one seed: two clips, a cost table, two commit heatmaps."""
-    clips, rows, maps, baseline, ar_tokens = [], [], [], None, None
-    for name in ("ar", method):
-        config = DecodingConfig.from_name(name)
-        out = pipe(text, voice=voice, decoding=config, temperature=temperature, generator=torch.Generator().manual_seed(seed))
-        stats = out.stats[0]
-        baseline = baseline or stats
-        ar_tokens = out.tokens if ar_tokens is None else ar_tokens
-        clips.append(as_gradio_audio(out.audios[0], out.sample_rate))
-        grid = pipe.commit_grid(stats.commit_iteration[0])
-        maps.append((commit_heatmap(grid.flatten(), tuple(grid.shape), size=480), f"{config.describe()}: commit forward per token"))
-        rows.append([config.describe(), "yes" if stats.exact else "no", stats.forward_passes, round(stats.tokens_per_forward, 2),
-                     round(stats.wall_time_s, 2), round(baseline.forward_passes / stats.forward_passes, 2),
-                     round(baseline.wall_time_s / max(stats.wall_time_s, 1e-9), 2),
-                     "yes" if torch.equal(out.tokens, ar_tokens) else "no"])
-    return clips[0], clips[1], rows, maps
+    say = lambda config: pipe(text, voice=voice, decoding=config, temperature=temperature,
+                              generator=torch.Generator().manual_seed(seed))
+    return side_by_side(say, (DecodingConfig.from_name("ar"), DecodingConfig.from_name(method)), pipe.commit_grid, "token")
 
 
 def build_text_speech_tab(pipe) -> None:
@@ -72,12 +58,7 @@ def build_text_speech_tab(pipe) -> None:
             temperature = gr.Slider(0, 2, value=pipe.default_sampling["temperature"], step=0.05, label="temperature (0 = greedy)")
             run = gr.Button("Speak", variant="primary")
             status = gr.Markdown("")
-        with gr.Column(scale=2):
-            with gr.Row():
-                ar_audio = gr.Audio(label="AR", type="numpy")
-                fast_audio = gr.Audio(label="accelerated", type="numpy")
-            stats = gr.Dataframe(headers=TABLE_HEADERS, label="stats")
-            heatmaps = gr.Gallery(label="commit order", columns=1, height="auto")
+        ar_audio, fast_audio, stats, heatmaps = clip_pair_column("commit order")
 
     def speak_text(text, voice, method, seed, temperature):
         """AR and the accelerated method from one seed: both clips, a cost table, heatmaps and a status line."""

@@ -27,6 +27,7 @@ from mmspec.models.adapters.orpheus import FRAME, OrpheusFormat, OrpheusLM
 from mmspec.pipelines.base import MMSpecPipeline
 from mmspec.pipelines.checks import as_prompts, check_decoding_memory, check_generator, sampling_config
 from mmspec.pipelines.components import self_saving, transformers_model, transformers_processor
+from mmspec.pipelines.loading import as_dtype
 from mmspec.pipelines.pipeline_output import SpeechPipelineOutput
 from mmspec.pipelines.text import TEXT_DRAFTERS, check_text_decoding
 from mmspec.tokenizers.snac_codec import SnacCodec
@@ -206,7 +207,7 @@ class OrpheusPipeline(MMSpecPipeline):
                              (snac, "a SNAC codec (config.json and its weights)")):
             if not Path(folder).is_dir():
                 raise ValueError(f"{folder} is not a folder holding {what}")
-        model = cls.declared_components["model"].load(Path(checkpoint), kwargs.pop("torch_dtype", None))
+        model = cls.declared_components["model"].load(Path(checkpoint), as_dtype(kwargs.pop("torch_dtype", None)))
         tokenizer = cls.declared_components["tokenizer"].load(Path(checkpoint), None)
         voices = ["tara", "leah", "jess", "leo", "dan", "mia", "zac", "zoe"] if voices is None else voices
         return cls(model, tokenizer, SnacCodec.from_pretrained(snac), audio_format=audio_format, voices=voices, **kwargs)

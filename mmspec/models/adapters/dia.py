@@ -283,10 +283,7 @@ class DiaSession(CachedSession):
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor | None = None,
                 tree: CallTree | None = None) -> GuidedLogits:
         self.check_inputs(tokens[..., 0], positions)
-        segs = None if segments is None else self.rows(segments)
-        acts_as = visible = None
-        if tree is not None:
-            acts_as, visible = self.slots(tree.acts_as), self.rows(tree.visible)
+        segs, acts_as, visible = self.call_views(segments, tree)
         steps = self.rows(tokens[..., self.inverse])  # Dia's channel order
         return GuidedLogits(self.run(steps, self.slots(positions), segs, acts_as, visible))
 

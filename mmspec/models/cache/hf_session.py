@@ -156,11 +156,8 @@ class DecoderSession(CachedSession):
                 tree: CallTree | None = None) -> GuidedLogits:
         self.check_inputs(tokens, positions)
         slots = self.slots(positions)
-        segs = None if segments is None else self.rows(segments)
-        acts_as = visible = None
-        stands_for = positions
-        if tree is not None:  # a candidate written at a scratch slot runs as the position it stands for
-            acts_as, visible, stands_for = self.slots(tree.acts_as), self.rows(tree.visible), tree.acts_as
+        segs, acts_as, visible = self.call_views(segments, tree)
+        stands_for = positions if tree is None else tree.acts_as  # a candidate at a scratch slot runs as its position
         position_ids = self.first_position[:, None] + self.rows(stands_for)
         hidden = decoder_forward(self.decoder, self.embed(self.rows(tokens)), position_ids, self.cache, slots, segs,
                                  acts_as=acts_as, visible=visible)

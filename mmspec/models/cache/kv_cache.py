@@ -167,6 +167,14 @@ class CachedSession:
             )
         return self.rows(positions) + self.prefix_len
 
+    def call_views(self, segments: torch.Tensor | None, tree) -> tuple:
+        """A forward's `segments` and `tree` (`CallTree`) in the cache's rows and slots:
+        (segments, acts_as, visible), None where not given."""
+        segs = None if segments is None else self.rows(segments)
+        if tree is None:
+            return segs, None, None
+        return segs, self.slots(tree.acts_as), self.rows(tree.visible)
+
     def commit(self, positions: torch.Tensor, mask: torch.Tensor) -> None:
         self.cache.commit(self.slots(positions), self.rows(mask.bool()))
 

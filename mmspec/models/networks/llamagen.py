@@ -463,8 +463,5 @@ class LlamaGenSession(CachedSession):
                 tree: CallTree | None = None) -> GuidedLogits:
         self.check_inputs(tokens, positions)
         h = self.model.tok_embeddings(self.rows(tokens))
-        segs = None if segments is None else self.rows(segments)
-        acts_as = visible = None
-        if tree is not None:
-            acts_as, visible = self.slots(tree.acts_as), self.rows(tree.visible)
+        segs, acts_as, visible = self.call_views(segments, tree)
         return self.split(self.model._cached_forward(h, self.slots(positions), self.cache, segs, None, acts_as, visible))
