@@ -131,6 +131,8 @@ def transformed_scores(logits: torch.Tensor, config: SamplingConfig, allowed: to
     """Mask, temperature, top-k and top-p of CFG-combined `logits [..., V]`: the scores whose
     softmax is p (-inf where a token is out). Gumbel-max draws from them directly."""
     x = mask_disallowed(logits, allowed)
+    if config.temperature == 0:  # greedy reads the arg-max alone, which top-k and top-p always keep
+        return x
     x = apply_temperature(x, config.temperature)
     x = top_k_filter(x, config.top_k)
     return top_p_filter(x, config.top_p)

@@ -207,10 +207,11 @@ class OrpheusPipeline(MMSpecPipeline):
                              (snac, "a SNAC codec (config.json and its weights)")):
             if not Path(folder).is_dir():
                 raise ValueError(f"{folder} is not a folder holding {what}")
+        codec = SnacCodec.from_pretrained(snac)  # small: a missing or broken codec fails before the Llama loads
         model = cls.declared_components["model"].load(Path(checkpoint), as_dtype(kwargs.pop("torch_dtype", None)))
         tokenizer = cls.declared_components["tokenizer"].load(Path(checkpoint), None)
         voices = ["tara", "leah", "jess", "leo", "dan", "mia", "zac", "zoe"] if voices is None else voices
-        return cls(model, tokenizer, SnacCodec.from_pretrained(snac), audio_format=audio_format, voices=voices, **kwargs)
+        return cls(model, tokenizer, codec, audio_format=audio_format, voices=voices, **kwargs)
 
     # --- the call ----------------------------------------------------------------------
 

@@ -36,16 +36,18 @@ def test_prompts_are_framed_as_orpheus_frames_them(pipe):
         assert pipe.prompt_ids(ref["text"], ref["voice"]) == ref["prompt_ids"]
 
 
-EXACT = ["ar", "sjd", "mc-sjd", "keyed", "auto", "keyed+previous-frame", "mc-sjd+lookup",
-         DecodingConfig.from_name("mc-sjd", branches=2), DecodingConfig.from_name("keyed", branches=2)]
+EXACT = ["ar", "sjd", "mc-sjd", "keyed", "auto", "keyed+previous-frame", "mc-sjd+lookup"]
+BRANCHED = [DecodingConfig.from_name("mc-sjd", branches=2), DecodingConfig.from_name("keyed", branches=2)]
 
 
-@pytest.mark.parametrize("decoding", EXACT, ids=lambda d: d if isinstance(d, str) else d.describe())
+@pytest.mark.parametrize("decoding", EXACT + BRANCHED, ids=lambda d: d if isinstance(d, str) else d.describe())
 def test_greedy_tokens_equal_the_originals(pipe, decoding):
     """transformers' greedy generate with Orpheus's prompt, repetition penalty 1.3 and stop
     token: the same tokens from every exact method, the three prompts batched (one stops
-    after four frames, two run the full six)."""
-    refs = reference()
+    after four frames, two run the full six); with branches (whose nodes each run the
+    penalty on their own history, over the fixture's 28,746 ids: slow on a CPU), the two
+    shortest."""
+    refs = reference() if decoding in EXACT else sorted(reference(), key=lambda r: len(r["prompt_ids"]))[:2]
     out = pipe([r["text"] for r in refs], voice=[r["voice"] for r in refs], decoding=decoding, temperature=0)
     for row, ref in enumerate(refs):
         assert clip_tokens(out, row) == ref["tokens"]
@@ -181,6 +183,10 @@ def test_bad_folders_and_codecs_get_one_line_errors(tmp_path):
         OrpheusPipeline(good.model, good.tokenizer, small, audio_format=fixture_format()["audio_format"])
     with pytest.raises(ValueError, match="do not reach the Orpheus format's audio ids"):
         OrpheusPipeline(good.model, good.tokenizer, good.codec)  # Orpheus's own ids, past this tiny vocabulary
+    (tmp_path / "no_weights").mkdir()
+    (tmp_path / "no_weights" / "config.json").write_text((ROOT / "snac" / "config.json").read_text())
+    with pytest.raises(ValueError, match="holds no SNAC weights"):
+        OrpheusPipeline.from_orpheus(ROOT / "lm", tmp_path / "no_weights")
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "config.json").write_text('{"codebook_size": "big"}')
     with pytest.raises(ValueError, match="codebook_size must be a whole number"):
