@@ -232,20 +232,21 @@ class Noise:
         `filtered=False` says none is out (no mask, top-k or top-p), which skips the count.
         `tokens [N, S, K, A]`: the scores are over these token ids only (`keyed_scores`'
         allowed columns; -1 = padding, scored -inf), and the ids are returned."""
-        ids = (lambda i: i) if tokens is None else (lambda i: tokens.gather(-1, i))
-        if greedy:
-            return ids(scores.topk(count, dim=-1).indices)
-        V = scores.shape[-1]
         if tokens is not None:
-            noisy = scores.double() + self.gumbel_columns(rows, positions, tokens)
-        else:
-            support = int((~torch.isneginf(scores)).sum(-1).max()) if filtered else V
-            if support * 4 <= V:
-                kept = scores.topk(max(support, count), dim=-1)
-                noisy = kept.values.double() + self.gumbel_at(rows, positions, kept.indices)  # -inf stays -inf
-                return kept.indices.gather(-1, noisy.topk(count, dim=-1).indices)
-            noisy = scores.double() + self.gumbel(rows, positions, scores.shape[2], V)
-        return ids(noisy.argmax(-1, keepdim=True) if count == 1 else noisy.topk(count, dim=-1).indices)
+            best = min(count, tokens.shape[-1])
+            noisy = scores if greedy else scores.double() + self.gumbel_columns(rows, positions, tokens)
+            chosen = tokens.gather(-1, noisy.topk(best, dim=-1).indices)
+            return torch.nn.functional.pad(chosen, (0, count - best), value=-1)
+        if greedy:
+            return scores.topk(count, dim=-1).indices
+        V = scores.shape[-1]
+        support = int((~torch.isneginf(scores)).sum(-1).max()) if filtered else V
+        if support * 4 <= V:
+            kept = scores.topk(max(support, count), dim=-1)
+            noisy = kept.values.double() + self.gumbel_at(rows, positions, kept.indices)  # -inf stays -inf
+            return kept.indices.gather(-1, noisy.topk(count, dim=-1).indices)
+        noisy = scores.double() + self.gumbel(rows, positions, scores.shape[2], V)
+        return noisy.argmax(-1, keepdim=True) if count == 1 else noisy.topk(count, dim=-1).indices
 
     def winners(self, scores: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor, greedy: bool = False) -> torch.Tensor:
         """The Gumbel-max tokens `[N, S, K]` of `scores [N, S, K, V]` at `positions [N, S]` of `rows [N]`."""

@@ -61,7 +61,9 @@ def verify_keyed_reference(
 def rank_scores(ranked: torch.Tensor, vocab_size: int) -> torch.Tensor:
     """float32 `[..., V]` scores that order each slot's `ranked [..., m]` tokens as given
     (m for the best, down to 1) and leave every other token at 0: the draft-q stand-in the
-    branch candidates read under keyed verification (their top tokens, by perturbed score)."""
+    branch candidates read under keyed verification (their top tokens, by perturbed score).
+    A -1 (fewer allowed tokens than m, from the allowed-columns draw) ranks nothing."""
     m = ranked.shape[-1]
     weights = torch.arange(m, 0, -1, dtype=torch.float32, device=ranked.device).expand(ranked.shape)
-    return torch.zeros(*ranked.shape[:-1], vocab_size, device=ranked.device).scatter_(-1, ranked, weights)
+    scores = torch.zeros(*ranked.shape[:-1], vocab_size + 1, device=ranked.device)
+    return scores.scatter_(-1, torch.where(ranked < 0, vocab_size, ranked), weights)[..., :vocab_size]

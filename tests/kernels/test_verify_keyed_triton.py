@@ -206,3 +206,12 @@ def test_refuses_non_contiguous_logits():
         vk.verify_keyed_triton(logits, torch.zeros(2, 3, dtype=torch.long), torch.ones(2, dtype=torch.long),
                                noise=Noise(torch.zeros(2, 2, dtype=torch.long)), rows=torch.arange(2),
                                positions=torch.zeros(2, 3, dtype=torch.long))
+
+
+def test_rank_scores_order_the_ranked_tokens_and_skip_padding():
+    """Branch candidates read the runners-up as scores m .. 1; a -1 (a position allowing
+    fewer tokens than were ranked) ranks nothing."""
+    from mmspec.kernels.verify_keyed import rank_scores
+
+    scores = rank_scores(torch.tensor([[4, 0, 2], [3, -1, -1]]), 5)
+    assert scores.tolist() == [[2.0, 0.0, 1.0, 0.0, 3.0], [0.0, 0.0, 0.0, 3.0, 0.0]]
