@@ -448,8 +448,13 @@ class LlamaGenSession(CachedSession):
 
     supports_tree = True
 
-    def __init__(self, model: LlamaGenGPT, cache: StaticKVCache, prefix: torch.Tensor, prefix_mask, *, batch_size: int, guided: bool):
-        super().__init__(cache, model.config.cls_token_num, batch_size=batch_size, guided=guided, steps=model.config.block_size)
+    def __init__(self, model: LlamaGenGPT, cache: StaticKVCache, prefix: torch.Tensor, prefix_mask, *, batch_size: int, guided: bool,
+                 prefix_len: int | None = None, steps: int | None = None):
+        # prefix_len and steps default to LlamaGen's; other models with the same `tok_embeddings`
+        # and `_cached_forward` (Cosmos, whose prefix is conditioning frames) pass their own
+        prefix_len = model.config.cls_token_num if prefix_len is None else prefix_len
+        steps = model.config.block_size if steps is None else steps
+        super().__init__(cache, prefix_len, batch_size=batch_size, guided=guided, steps=steps)
         self.model = model
         rows, P = prefix.shape[:2]
         slots = torch.arange(P, device=prefix.device).expand(rows, P)
