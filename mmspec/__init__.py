@@ -24,6 +24,7 @@ PIPELINES = {
     "VideoPipeline": "mmspec.pipelines.video",
     "LPDPipeline": "mmspec.pipelines.lpd",
     "OrpheusPipeline": "mmspec.pipelines.orpheus",
+    "CosmosPipeline": "mmspec.pipelines.cosmos",
     "DiaPipeline": "mmspec.pipelines.dia",
 }
 

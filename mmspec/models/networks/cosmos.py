@@ -241,6 +241,16 @@ class CosmosAR(DeviceDtypeMixin, nn.Module):
         # original makes them in float32 and rounds them to the activations' dtype at use)
         self._cos, self._sin = rope_3d(c)
 
+    @classmethod
+    def from_checkpoint(cls, path_or_state_dict, config: CosmosARConfig, condition_frames: int = 1) -> "CosmosAR":
+        """A model of `config` with the weights of `path_or_state_dict` (the published
+        `model.pt`, read with `weights_only=True`, or a `.safetensors`), keys processed as the
+        original processes them; every name and shape checked."""
+        config.check_size()  # before the weights are allocated
+        model = cls(config, condition_frames)
+        load_into(model, cosmos_state_dict(read_state_dict(path_or_state_dict)), what="Cosmos-Predict1 AR checkpoint")
+        return model.eval()
+
     def rope(self, device) -> tuple[torch.Tensor, torch.Tensor]:
         """float32 (cos, sin) `[T*H*W, head_dim]` of the full video's positions."""
         if self._cos.device != torch.device(device):
@@ -380,14 +390,8 @@ def load_cosmos_checkpoint(folder: str | os.PathLike, config: CosmosARConfig | s
             config = preset_of(state_dict, path)
         else:
             config = CosmosARConfig.from_dict(values)
-    config.check_size()
-    model = CosmosAR(config, condition_frames)
-    if dtype is not None:
-        model = model.to(dtype)
-    if state_dict is None:
-        state_dict = cosmos_state_dict(read_state_dict(weights))
-    load_into(model, state_dict, what=f"Cosmos checkpoint {weights}")
-    return model.eval()
+    model = CosmosAR.from_checkpoint(weights if state_dict is None else state_dict, config, condition_frames)
+    return model if dtype is None else model.to(dtype)
 
 
 def preset_of(state_dict: dict, source: str) -> CosmosARConfig:

@@ -1,0 +1,103 @@
+"""CosmosPipeline on a tiny pair: the original's tokenizer fixture and a random CosmosAR."""
+
+import pytest
+import torch
+
+from mmspec import CosmosPipeline, load_pipeline
+from mmspec.core.sampling import SamplingConfig
+from mmspec.decoding.config import DecodingConfig
+from tests.helpers.cosmos import TOKENIZER, tiny_video, write_tiny_checkpoint
+
+FIXTURE_NETWORK = TOKENIZER.parent / "cosmos" / "tiny"
+
+
+@pytest.fixture(scope="module")
+def pipe(tmp_path_factory):
+    pipe = CosmosPipeline.from_cosmos(write_tiny_checkpoint(tmp_path_factory.mktemp("cosmos")), TOKENIZER)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+def test_from_cosmos_reads_the_published_layout(pipe):
+    """model.pt + config.json and encoder.jit/decoder.jit: 17 frames of 64 x 64, 1 or 9 given."""
+    assert pipe.latent_shape == (3, 4, 4) and pipe.frame_size == (64, 64) and pipe.num_frames == 17
+    assert pipe.input_frame_choices == [1, 9]
+    assert pipe.default_sampling["temperature"] == 1.0 and pipe.default_sampling["top_p"] == 0.8
+
+
+@pytest.mark.parametrize("given", [1, 9])
+def test_the_condition_is_the_tokenizers_codes_and_the_video_is_the_whole_latent_decoded(pipe, given):
+    video = tiny_video()
+    out = pipe(video, num_input_frames=given, decoding="ar", output_type="pt", generator=torch.Generator().manual_seed(0))
+    t = 1 if given == 1 else 2
+    codes = pipe.tokenizer.encode(video[None].movedim(1, 2) * 2 - 1)
+    assert torch.equal(out.tokens[:, :t * 16], codes[:, :t].flatten(1))
+    assert out.videos.shape == (1, 17, 3, 64, 64)
+    decoded = pipe.tokenizer.decode(out.tokens.view(1, 3, 4, 4)).movedim(2, 1).clamp(-1, 1)
+    torch.testing.assert_close(out.videos, (decoded + 1) / 2)
+    assert out.stats[0].forward_passes == (3 - t) * 16
+
+
+@pytest.mark.parametrize("decoding", [
+    DecodingConfig("sjd", window=6), DecodingConfig("mc-sjd", init="previous-frame"),
+    DecodingConfig("mc-sjd", window=4, branches=2, branch_slots=2, branch_length=1), DecodingConfig("auto"),
+], ids=lambda d: d.describe())
+def test_greedy_tokens_of_every_exact_method_are_ars(pipe, decoding):
+    video = tiny_video(9)
+    ar = pipe(video, num_input_frames=9, decoding="ar", temperature=0, output_type="tokens").tokens
+    assert torch.equal(pipe(video, num_input_frames=9, decoding=decoding, temperature=0, output_type="tokens").tokens, ar)
+
+
+def test_sampled_auto_gives_ars_tokens_for_a_seed(pipe):
+    """Keyed sampling at the original's defaults (temperature 1.0, top-p 0.8)."""
+    video = torch.stack([tiny_video(seed=0), tiny_video(seed=1)])
+    run = lambda d: pipe(video, decoding=d, num_videos_per_prompt=2, output_type="tokens",  # noqa: E731
+                         generator=torch.Generator().manual_seed(4)).tokens
+    ar = run("ar")
+    assert len(ar) == 4 and not torch.equal(ar[0], ar[1])
+    assert torch.equal(run("auto"), ar)
+    assert torch.equal(run(DecodingConfig("keyed", init="previous-frame")), ar)
+
+
+def test_save_and_load_round_trip(pipe, tmp_path):
+    pipe.save_pretrained(tmp_path / "saved")
+    again = load_pipeline(tmp_path / "saved")
+    assert isinstance(again, CosmosPipeline)
+    video = tiny_video(1)
+    run = lambda p: p(video, decoding="ar", output_type="tokens", generator=torch.Generator().manual_seed(1)).tokens  # noqa: E731
+    assert torch.equal(run(again), run(pipe))
+
+
+def test_the_safety_checker_sees_every_video_before_it_is_returned(pipe):
+    seen = []
+    pipe.safety_checker = lambda videos: (seen.append(videos.shape), torch.zeros_like(videos))[1]
+    try:
+        out = pipe(tiny_video(1), decoding="ar", output_type="pt", generator=torch.Generator().manual_seed(0))
+    finally:
+        pipe.safety_checker = None
+    assert seen == [(1, 17, 3, 64, 64)] and float(out.videos.abs().max()) == 0
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda p: p(tiny_video()[:, :, :32]), "frames are 3 x 64 x 64"),
+    (lambda p: p(tiny_video(5), num_input_frames=9), "fewer than the 9"),
+    (lambda p: p(tiny_video(), num_input_frames=5), "num_input_frames must be one of 1, 9"),
+    (lambda p: p(tiny_video(), num_input_frames=17), "num_input_frames must be one of 1, 9"),
+    (lambda p: p(tiny_video() * 3), "in [0, 1]"),
+    (lambda p: p("video.mp4"), "video must be"),
+    (lambda p: p(tiny_video(), decoding=DecodingConfig("sjd", window=64)), "window"),
+])
+def test_bad_input_is_refused_in_one_line(pipe, call, message):
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")) as error:
+        call(pipe)
+    assert "\n" not in str(error.value)
+
+
+def test_folders_that_are_no_pair_are_refused_in_one_line(tmp_path):
+    with pytest.raises(ValueError, match="1728 codes: they are not a pair"):
+        CosmosPipeline.from_cosmos(FIXTURE_NETWORK, TOKENIZER)
+    with pytest.raises(ValueError, match="holds no encoder.jit"):
+        (tmp_path / "empty").mkdir()
+        CosmosPipeline.from_cosmos(FIXTURE_NETWORK, tmp_path / "empty")
+    with pytest.raises(ValueError, match="does not exist"):
+        CosmosPipeline.from_cosmos(tmp_path / "nowhere", TOKENIZER)
