@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from mmspec.tokenizers.cosmos_video import CosmosVideoTokenizer, CosmosVideoTokenizerConfig, read_torchscript_state_dict
+from mmspec.tokenizers.cosmos_video import CosmosVideoTokenizer, CosmosVideoTokenizerConfig
+from mmspec.utils.torchscript_weights import read_torchscript_state_dict
 from mmspec.utils.checkpoint import read_state_dict
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "cosmos_tokenizer"
