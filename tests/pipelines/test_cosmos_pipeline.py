@@ -101,3 +101,13 @@ def test_folders_that_are_no_pair_are_refused_in_one_line(tmp_path):
         CosmosPipeline.from_cosmos(FIXTURE_NETWORK, tmp_path / "empty")
     with pytest.raises(ValueError, match="does not exist"):
         CosmosPipeline.from_cosmos(tmp_path / "nowhere", TOKENIZER)
+
+
+@pytest.mark.parametrize("name", ["mc-sjd+lantern", "sjd+gsd", DecodingConfig.from_name("zipar+mc-sjd", zipar_window=2)],
+                         ids=str)
+def test_relaxed_methods_run_on_the_fsq_code_vectors(pipe, name):
+    """LANTERN and GSD take their latent neighbourhoods from the FSQ vectors; ZipAR opens rows."""
+    layout = pipe.transformer.layout(token_embeddings=pipe.tokenizer.code_vectors())
+    assert layout.token_embeddings.shape == (1728, 6)
+    out = pipe(tiny_video(1), decoding=name, output_type="tokens", generator=torch.Generator().manual_seed(0))
+    assert out.tokens.shape == (1, 48) and out.stats[0].forward_passes <= 32
