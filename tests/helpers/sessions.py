@@ -128,6 +128,21 @@ def video_llamagen() -> SessionCase:
     return SessionCase("video-llamagen", model, lambda rows: labels[rows], lambda rows, t, g: by_row(rows, t, g, one), True)
 
 
+def cosmos() -> SessionCase:
+    from mmspec.models.networks.cosmos import CosmosAR, CosmosARConfig
+
+    torch.manual_seed(0)
+    model = CosmosAR(CosmosARConfig(dim=48, n_layers=2, n_heads=4, n_kv_heads=2, ffn_hidden_size=64, vocab_size=32,
+                                    latent_shape=[3, 2, 3], max_batch_size=2)).eval()
+    sharpen(model.output.weight)
+    prefix = torch.randint(32, (2, 6), generator=torch.Generator().manual_seed(1))  # one latent frame given
+
+    def one(r, tokens, cond):  # the whole video forward, read from the last conditioning token on
+        return model(torch.cat([prefix[r : r + 1], tokens[:, :-1]], 1))[:, prefix.shape[1] - 1 :]
+
+    return SessionCase("cosmos", model, lambda rows: prefix[rows], lambda rows, t, g: by_row(rows, t, g, one), False)
+
+
 # --- transformers image generators over DecoderSession: Emu3, Janus, Chameleon (Lumina-mGPT) --
 
 
@@ -304,6 +319,7 @@ CASES = {
     "llamagen-c2i": llamagen_c2i,
     "llamagen-t2i": llamagen_t2i,
     "video-llamagen": video_llamagen,
+    "cosmos": cosmos,
     "emu3": emu3,
     "janus": janus,
     "chameleon": chameleon,
