@@ -6,6 +6,7 @@ import torch
 from mmspec import CosmosPipeline, load_pipeline
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.config import DecodingConfig
+from mmspec.decoding.schedules import Frames
 from tests.helpers.cosmos import TOKENIZER, tiny_video, write_tiny_checkpoint
 
 FIXTURE_NETWORK = TOKENIZER.parent / "cosmos" / "tiny"
@@ -103,10 +104,13 @@ def test_folders_that_are_no_pair_are_refused_in_one_line(tmp_path):
         CosmosPipeline.from_cosmos(tmp_path / "nowhere", TOKENIZER)
 
 
-@pytest.mark.parametrize("name", ["mc-sjd+lantern", "sjd+gsd", DecodingConfig.from_name("zipar+mc-sjd", zipar_window=2)],
-                         ids=str)
+@pytest.mark.parametrize("name", [
+    "mc-sjd+lantern", "sjd+gsd", DecodingConfig.from_name("zipar+mc-sjd", zipar_window=2),
+    DecodingConfig("mc-sjd", init="previous-frame", schedule=Frames(rows=2)),
+], ids=str)
 def test_relaxed_methods_run_on_the_fsq_code_vectors(pipe, name):
-    """LANTERN and GSD take their latent neighbourhoods from the FSQ vectors; ZipAR opens rows."""
+    """LANTERN and GSD take their latent neighbourhoods from the FSQ vectors; ZipAR opens
+    rows, the frame schedule frames."""
     layout = pipe.transformer.layout(token_embeddings=pipe.tokenizer.code_vectors())
     assert layout.token_embeddings.shape == (1728, 6)
     out = pipe(tiny_video(1), decoding=name, output_type="tokens", generator=torch.Generator().manual_seed(0))
