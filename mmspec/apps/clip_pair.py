@@ -26,11 +26,15 @@ def side_by_side(say: Callable, configs: tuple, commit_grid: Callable[[torch.Ten
         clips.append(as_gradio_audio(out.audios[0], out.sample_rate))
         grid = commit_grid(stats.commit_iteration[0])
         maps.append((commit_heatmap(grid.flatten(), tuple(grid.shape), size=480), f"{config.describe()}: commit forward per {what}"))
-        rows.append([config.describe(), "yes" if stats.exact else "no", stats.forward_passes, round(stats.tokens_per_forward, 2),
-                     round(stats.wall_time_s, 2), round(baseline.forward_passes / stats.forward_passes, 2),
-                     round(baseline.wall_time_s / max(stats.wall_time_s, 1e-9), 2),
-                     "yes" if torch.equal(out.tokens, ar_tokens) else "no"])
+        rows.append(cost_row(config.describe(), stats, baseline, torch.equal(out.tokens, ar_tokens)))
     return clips[0], clips[1], rows, maps
+
+
+def cost_row(name: str, stats, baseline, same_tokens: bool) -> list:
+    """One row of `TABLE_HEADERS`: a decode's `stats` against AR's (`baseline`) from the same seed."""
+    return [name, "yes" if stats.exact else "no", stats.forward_passes, round(stats.tokens_per_forward, 2),
+            round(stats.wall_time_s, 2), round(baseline.forward_passes / stats.forward_passes, 2),
+            round(baseline.wall_time_s / max(stats.wall_time_s, 1e-9), 2), "yes" if same_tokens else "no"]
 
 
 def clip_pair_column(heatmap_label: str) -> tuple:

@@ -10,7 +10,8 @@ itself (`condition_kind`, `class_names`, `token_grid`, ...).
 
 Its API has one endpoint per action, each with named parameters and outputs: `/generate`
 (images), `/generate_lpd`, `/caption` and `/draw_shapes`, `/generate_mesh`, `/speak` and
-`/generate_video`:
+`/generate_video`; a text-to-speech pipeline's Speech tab has `/speak_text` instead of
+`/speak`, a Cosmos-Predict1 pipeline's Video tab `/continue_video` instead of `/generate_video`:
 
     >>> from gradio_client import Client  # doctest: +SKIP
     >>> images, stats, heatmaps, status = Client("http://127.0.0.1:7860/").predict(  # doctest: +SKIP
@@ -57,7 +58,7 @@ TABS: tuple[tuple[str, str, str, tuple[str, ...], str], ...] = (
     ("Captions", "mmspec.apps.caption_tab", "build_caption_tab", ("CaptioningPipeline",), "pipe"),
     ("Meshes", "mmspec.apps.mesh_tab", "build_mesh_tab", ("MeshPipeline",), "pipe"),
     ("Speech", "mmspec.apps.audio_tab", "build_speech_tab", ("SpeechPipeline", "OrpheusPipeline", "DiaPipeline"), "pipe"),
-    ("Video", "mmspec.apps.video_tab", "build_video_tab", ("VideoPipeline",), "pipe"),
+    ("Video", "mmspec.apps.video_tab", "build_video_tab", ("VideoPipeline", "CosmosPipeline"), "pipe"),
     ("LPD", "mmspec.apps.lpd_tab", "build_lpd_tab", ("LPDPipeline",), "lpd"),
 )
 # whole-number fields are read unrounded (no `precision=0`), so that `whole` refuses 2.5

@@ -1,5 +1,10 @@
 """The demo's Video tab: one class and seed decoded by AR and by an accelerated method, side by
-side as MP4s (`gr.Video`), with the forward that committed each token drawn frame by frame."""
+side as MP4s (`gr.Video`), with the forward that committed each token drawn frame by frame.
+Given a Cosmos-Predict1 pipeline (video to world), the tab is `mmspec.apps.cosmos_tab`'s instead.
+
+Its endpoint is `/generate_video` (`class_name`, `method`, `seed` -> `ar_video`, `acc_video`,
+`ar_heat`, `acc_heat`, `status`).
+"""
 
 from __future__ import annotations
 
@@ -9,29 +14,11 @@ from pathlib import Path
 import gradio as gr
 import torch
 
+from mmspec.apps.video_methods import METHODS, method_config
 from mmspec.decoding.config import DecodingConfig
-from mmspec.decoding.schedules import Frames
 from mmspec.io.video import check_format, frame_heatmaps
 
-# accelerated methods offered, by label: (decoding name, first drafts, frame schedule rows)
-METHODS = {
-    "keyed, previous-frame drafts (AR's video)": ("keyed", "previous-frame", None),
-    "MC-SJD, previous-frame drafts (exact)": ("mc-sjd", "previous-frame", None),
-    "MC-SJD, random drafts (exact)": ("mc-sjd", "random", None),
-    "MC-SJD, previous-frame drafts, frame schedule (relaxed)": ("mc-sjd", "previous-frame", 2),
-    "ZipAR + MC-SJD, previous-frame drafts (relaxed)": ("zipar+mc-sjd", "previous-frame", None),
-}
 VIDEO_SCALE = 8  # 32x32 frames shown at 256x256
-
-
-def method_config(label: str) -> DecodingConfig:
-    if label not in METHODS:
-        raise ValueError(f"unknown method {label!r}; choose from {', '.join(METHODS)}")
-    name, init, frame_rows = METHODS[label]
-    config = DecodingConfig.from_name(name, init=init, zipar_window=4)
-    if frame_rows is not None:
-        config = DecodingConfig(config.method, config.rule, config.window, init, schedule=Frames(frame_rows))
-    return config
 
 
 def compare_videos(pipe, class_name: str, method: str, seed: int, out_dir: Path):
@@ -54,7 +41,12 @@ def compare_videos(pipe, class_name: str, method: str, seed: int, out_dir: Path)
 
 
 def build_video_tab(pipe=None) -> None:
-    """Lays out the tab inside the current `gr.Tab`; loads the shipped video model unless given one."""
+    """Lays out the tab inside the current `gr.Tab`; loads the shipped video model unless given
+    one (a Cosmos-Predict1 pipeline, which continues a video, gets `build_cosmos_tab`'s page)."""
+    if getattr(pipe, "condition_kind", None) == "video":
+        from mmspec.apps.cosmos_tab import build_cosmos_tab
+
+        return build_cosmos_tab(pipe)
     if pipe is None:
         from mmspec.assets import VIDEO_ASSETS
         from mmspec.pipelines.video import VideoPipeline

@@ -84,23 +84,30 @@ def sampling_kwargs(args) -> dict:
 # the pipeline classes each verb runs (the demo takes every family), and the verb of each family
 IMAGE_PIPELINES = ("LlamaGenPipeline", "LPDPipeline", "Emu3Pipeline", "JanusPipeline", "LuminaMGPTPipeline")
 SPEECH_PIPELINES = ("SpeechPipeline", "OrpheusPipeline", "DiaPipeline")
+VIDEO_PIPELINES = ("VideoPipeline", "CosmosPipeline")
 VERB_PIPELINES = {"generate": IMAGE_PIPELINES, "bench": IMAGE_PIPELINES, "batch": IMAGE_PIPELINES,
-                  "caption": ("CaptioningPipeline",), "speak": SPEECH_PIPELINES}
+                  "caption": ("CaptioningPipeline",), "speak": SPEECH_PIPELINES, "video": VIDEO_PIPELINES}
 FAMILY_VERBS = {**{name: "generate" for name in IMAGE_PIPELINES}, "CaptioningPipeline": "caption", "MeshPipeline": "mesh",
-                **{name: "speak" for name in SPEECH_PIPELINES}, "VideoPipeline": "video"}
+                **{name: "speak" for name in SPEECH_PIPELINES}, **{name: "video" for name in VIDEO_PIPELINES}}
+
+
+def pipeline_class_name(pipeline: str) -> str | None:
+    """The `_class_name` a pipeline folder's `model_index.json` names, read without loading
+    anything; None when `pipeline` is no folder (load_pipeline says what is wrong with it)."""
+    from mmspec.assets import pipeline_path
+    from mmspec.utils.json_files import read_json
+
+    root = pipeline_path(pipeline)
+    return read_json(root / "model_index.json", "pipeline").get("_class_name") if root.is_dir() else None
 
 
 def check_family(command: str, pipeline: str) -> None:
     """Refuses, before loading, a pipeline folder of a family the verb does not run, naming
     the verb that does (`generate` on the video model: use `mmspec video`)."""
-    from mmspec.assets import pipeline_path
-    from mmspec.utils.json_files import read_json
-
     accepted = VERB_PIPELINES.get(command)
-    root = pipeline_path(pipeline)
-    if accepted is None or not root.is_dir():
-        return  # load_pipeline says what is wrong with a path that is not a pipeline
-    name = read_json(root / "model_index.json", "pipeline").get("_class_name")
+    if accepted is None:
+        return
+    name = pipeline_class_name(pipeline)
     if name in FAMILY_VERBS and name not in accepted:
         raise UserError(f"--pipeline {pipeline} holds a {name}, which `mmspec {command}` does not run (it takes "
                         f"{', '.join(accepted)}); use `mmspec {FAMILY_VERBS[name]} --pipeline {pipeline}`")

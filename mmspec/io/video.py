@@ -1,5 +1,5 @@
-"""Writing and picturing generated videos: GIF through Pillow (a core dependency), MP4 through
-PyAV, and commit-order heatmaps frame by frame.
+"""Reading and writing videos: GIF through Pillow (a core dependency), MP4 through PyAV, a
+folder of PNG frames (read only); and commit-order heatmaps frame by frame.
 
 PyAV (`pip install av`, pulled in by the `video` extra) carries its own FFmpeg libraries
 in its wheels, so MP4 needs nothing outside pip. We call it directly rather than through
@@ -9,6 +9,8 @@ Example:
     >>> import numpy as np
     >>> frames = np.zeros((8, 32, 32, 3), dtype=np.uint8)
     >>> save_video(frames, "clip.gif", fps=8, scale=4)  # doctest: +SKIP
+    >>> read_video("clip.gif", max_frames=9).shape  # doctest: +SKIP
+    (8, 128, 128, 3)
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image
+from PIL import Image, ImageSequence, UnidentifiedImageError
 
 from mmspec.io.images import commit_heatmap
 
@@ -77,6 +79,74 @@ def _write_mp4(frames: np.ndarray, path: Path, fps: int) -> None:
         for frame in frames:
             container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
         container.mux(stream.encode())  # flush
+
+
+def read_video(path: str | Path, max_frames: int) -> np.ndarray:
+    """The first `max_frames` frames (or all, when fewer) of the video in `path` as uint8
+    `[F, H, W, 3]`: a .gif through Pillow, a folder of .png frames in name order, any other
+    file through PyAV (.mp4, .mov, .webm, ...). Frames past `max_frames` are never decoded,
+    so a long video costs what its first frames do. A missing or unreadable video, one
+    without frames, or frames of different sizes are a one-line ValueError naming it."""
+    if isinstance(max_frames, bool) or not isinstance(max_frames, int) or max_frames < 1:
+        raise ValueError(f"max_frames must be an integer >= 1, got {max_frames!r}")
+    path = Path(path)
+    if path.is_dir():
+        frames = _read_png_folder(path, max_frames)
+    elif not path.is_file():
+        raise ValueError(f"video {str(path)!r} does not exist")
+    elif path.suffix.lower() == ".gif":
+        frames = _read_gif(path, max_frames)
+    else:
+        frames = _read_with_av(path, max_frames)
+    if not frames:
+        raise ValueError(f"video {str(path)!r} holds no frames")
+    odd = next((i for i, f in enumerate(frames) if f.shape != frames[0].shape), None)
+    if odd is not None:
+        raise ValueError(f"video {str(path)!r}: frame {odd} is {frames[odd].shape[1]}x{frames[odd].shape[0]} pixels, "
+                         f"its first {frames[0].shape[1]}x{frames[0].shape[0]}")
+    return np.stack(frames)
+
+
+def _read_png_folder(folder: Path, max_frames: int) -> list[np.ndarray]:
+    files = sorted(p for p in folder.iterdir() if p.suffix.lower() == ".png" and not p.name.startswith("."))
+    if not files:
+        raise ValueError(f"folder {str(folder)!r} holds no .png frames")
+    frames = []
+    for file in files[:max_frames]:
+        try:
+            with Image.open(file) as im:
+                frames.append(np.asarray(im.convert("RGB")))
+        except (OSError, UnidentifiedImageError) as err:
+            raise ValueError(f"cannot read frame {str(file)!r}: {err}") from None
+    return frames
+
+
+def _read_gif(path: Path, max_frames: int) -> list[np.ndarray]:
+    try:
+        with Image.open(path) as im:
+            return [np.asarray(f.convert("RGB")) for f, _ in zip(ImageSequence.Iterator(im), range(max_frames))]
+    except (OSError, UnidentifiedImageError) as err:
+        raise ValueError(f"cannot read video {str(path)!r}: {err}") from None
+
+
+def _read_with_av(path: Path, max_frames: int) -> list[np.ndarray]:
+    if importlib.util.find_spec("av") is None:
+        raise ValueError(f"reading {path.suffix or 'this'} video needs PyAV, which is not installed: pip install av "
+                         "(or mmspec[video]), or give a .gif or a folder of .png frames")
+    import av
+
+    frames = []
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise ValueError(f"video {str(path)!r} holds no video stream")
+            for frame in container.decode(container.streams.video[0]):
+                frames.append(frame.to_ndarray(format="rgb24"))
+                if len(frames) == max_frames:
+                    break
+    except (OSError, av.FFmpegError) as err:
+        raise ValueError(f"cannot read video {str(path)!r}: {err}") from None
+    return frames
 
 
 def frame_heatmaps(commit_iteration: torch.Tensor, frames: int, grid: tuple[int, int], size: int = 96, gap: int = 4) -> Image.Image:

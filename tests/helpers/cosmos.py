@@ -41,3 +41,13 @@ def tiny_video(frames: int = 17, seed: int = 0) -> torch.Tensor:
     for f in range(frames):
         video[f, :, 20:36, 4 + 2 * f:20 + 2 * f] = 1.0
     return video
+
+
+def save_tiny_pipeline(folder: Path) -> Path:
+    """`folder/pipeline`: the tiny pair as a saved `CosmosPipeline`, what `mmspec video
+    --pipeline` takes (its checkpoint in `folder/checkpoint`)."""
+    from mmspec.pipelines.cosmos import CosmosPipeline
+
+    pipe = CosmosPipeline.from_cosmos(write_tiny_checkpoint(folder / "checkpoint"), TOKENIZER)
+    pipe.save_pretrained(folder / "pipeline")
+    return folder / "pipeline"
