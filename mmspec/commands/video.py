@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
-import json
 import math
 import re
 from collections.abc import Callable
@@ -51,7 +50,7 @@ import torch
 
 from mmspec.assets import VIDEO_ASSETS
 from mmspec.commands.common import VIDEO_PIPELINES, check_family, pipeline_class_name, positive_int
-from mmspec.runs.batch import item_seed, read_items
+from mmspec.runs.batch import item_seed, json_item, read_items, read_lines
 from mmspec.runs.paths import FILE_NAME, class_file_name, file_name
 from mmspec.io.files import atomic_write, check_writable
 from mmspec.runs.runner import RESTART, Run, RunItem
@@ -251,38 +250,17 @@ def read_video_items(path: str | Path, input_frames: int) -> list[VideoItem]:
     plain file names, each once; a bad line, or a missing video, is a one-line ValueError
     naming the file and the line."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise ValueError(f"cannot read batch file {str(path)!r}: {err.strerror if isinstance(err, OSError) else err}") from None
-    items, first_line = [], {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = video_item(line, number, path, input_frames)
-            check_exists(item.video)
-        except ValueError as err:
-            raise ValueError(f"{path}:{number}: {err}") from None
-        if item.id in first_line:
-            raise ValueError(f"{path}:{number}: item id {item.id!r} repeats line {first_line[item.id]}")
-        first_line[item.id] = number
-        items.append(item)
-    if not items:
-        raise ValueError(f"batch file {str(path)!r} has no items")
-    return items
+
+    def parse(line: str, number: int) -> VideoItem:
+        item = video_item(line, number, path, input_frames)
+        check_exists(item.video)
+        return item
+
+    return read_lines(path, parse, "batch file")
 
 
 def video_item(line: str, number: int, path: Path, input_frames: int) -> VideoItem:
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError:
-        raise ValueError("not valid JSON") from None
-    if not isinstance(obj, dict):
-        raise ValueError(f'expected a JSON object such as {{"id": "drive", "video": "drive.mp4"}}, got a {type(obj).__name__}')
-    item_id = obj.get("id", f"{number:06d}")
-    if isinstance(item_id, int) and not isinstance(item_id, bool):
-        item_id = str(item_id)
+    item_id, obj = json_item(line, number, '{"id": "drive", "video": "drive.mp4"}')
     video = obj.get("video")
     if not isinstance(video, str) or not video.strip():
         raise ValueError(f"video must be the path of a video file or frame folder, got {video!r}")

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -94,16 +95,23 @@ def parse_class_label(value, classes: int | list[str]) -> int:
     return value
 
 
-def parse_jsonl_line(line: str, number: int, classes: int | list[str] | None) -> Item:
+def json_item(line: str, number: int, example: str) -> tuple[str, dict]:
+    """A JSONL line's object and its id (`id`, default the line number), refused in one line
+    unless the line is a JSON object (`example` shows one)."""
     try:
         obj = json.loads(line)
     except json.JSONDecodeError:
         raise ValueError("not valid JSON") from None
     if not isinstance(obj, dict):
-        raise ValueError(f'expected a JSON object such as {{"id": "cat", "prompt": "a cat"}}, got a {type(obj).__name__}')
+        raise ValueError(f"expected a JSON object such as {example}, got a {type(obj).__name__}")
     item_id = obj.get("id", f"{number:06d}")
     if isinstance(item_id, int) and not isinstance(item_id, bool):
         item_id = str(item_id)
+    return item_id, obj
+
+
+def parse_jsonl_line(line: str, number: int, classes: int | list[str] | None) -> Item:
+    item_id, obj = json_item(line, number, '{"id": "cat", "prompt": "a cat"}')
     key = "prompt" if classes is None else "class_label"
     if key not in obj:
         raise ValueError(f"no {key!r}")
@@ -114,29 +122,20 @@ def parse_jsonl_line(line: str, number: int, classes: int | list[str] | None) ->
     return Item(item_id, prompt=obj[key])
 
 
-def read_items(path: str | Path, classes: int | list[str] | None) -> list[Item]:
-    """Items of a text file (one prompt, or one class name or label, per non-empty line;
-    ids are line numbers) or a JSONL file (objects with `prompt` or `class_label`, optional
-    `id`). `classes` is a class pipeline's `class_names` (a name or a label per item) or
-    its number of labels (labels only); None for a prompt pipeline. Names are resolved to
-    labels here, so an item records the same class however it was given. A bad line, or
-    an unknown name, is a one-line ValueError naming the file and the line."""
+def read_lines(path: str | Path, parse: Callable[[str, int], Any], what: str = "prompts file") -> list:
+    """`parse(line, number)` of every non-empty line of `path` (an item with an `id`): a bad
+    line is a one-line ValueError naming the file and the line, and so is an id seen before."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        raise ValueError(f"cannot read prompts file {str(path)!r}: {err.strerror if isinstance(err, OSError) else err}") from None
+        raise ValueError(f"cannot read {what} {str(path)!r}: {err.strerror if isinstance(err, OSError) else err}") from None
     items, first_line = [], {}
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            if path.suffix == ".jsonl":
-                item = parse_jsonl_line(line, number, classes)
-            elif classes is not None:
-                item = Item(f"{number:06d}", class_label=parse_class_label(line, classes))
-            else:
-                item = Item(f"{number:06d}", prompt=line.strip())
+            item = parse(line, number)
         except ValueError as err:
             raise ValueError(f"{path}:{number}: {err}") from None
         if item.id in first_line:
@@ -144,8 +143,26 @@ def read_items(path: str | Path, classes: int | list[str] | None) -> list[Item]:
         first_line[item.id] = number
         items.append(item)
     if not items:
-        raise ValueError(f"prompts file {str(path)!r} has no items")
+        raise ValueError(f"{what} {str(path)!r} has no items")
     return items
+
+
+def read_items(path: str | Path, classes: int | list[str] | None) -> list[Item]:
+    """Items of a text file (one prompt, or one class name or label, per non-empty line;
+    ids are line numbers) or a JSONL file (objects with `prompt` or `class_label`, optional
+    `id`). `classes` is a class pipeline's `class_names` (a name or a label per item) or
+    its number of labels (labels only); None for a prompt pipeline. Names are resolved to
+    labels here, so an item records the same class however it was given. A bad line, or
+    an unknown name, is a one-line ValueError naming the file and the line."""
+
+    def parse(line: str, number: int) -> Item:
+        if Path(path).suffix == ".jsonl":
+            return parse_jsonl_line(line, number, classes)
+        if classes is not None:
+            return Item(f"{number:06d}", class_label=parse_class_label(line, classes))
+        return Item(f"{number:06d}", prompt=line.strip())
+
+    return read_lines(path, parse)
 
 
 def run_settings(pipe, decoding: DecodingConfig, seed: int, call_kwargs: dict, pipeline: str | None) -> dict:
