@@ -36,6 +36,9 @@ class TokenLayout:
         must hold (an end-of-line token, say) or -1 where it is free.
     token_embeddings (`torch.Tensor`, *optional*): `[V, E]`, a vector per token (VQ
         codebook entries) for latent-neighbourhood acceptance rules.
+    prompt_frames (`int`, defaults to 0): frames of this grid (axes `("frame", ...)`) that
+        end the prompt, right before the first position (Cosmos' conditioning frames): a
+        copy from the previous frame reads them.
     """
 
     axes: tuple[str, ...]
@@ -46,6 +49,7 @@ class TokenLayout:
     allowed_by: str | None = None
     forced: torch.Tensor | None = None
     token_embeddings: torch.Tensor | None = None
+    prompt_frames: int = 0
     _neighbours: dict = field(default_factory=dict, init=False, repr=False)  # (axis, distance) -> [T]
 
     def __post_init__(self):
@@ -61,6 +65,8 @@ class TokenLayout:
             extent = self.shape[self.axis(self.allowed_by)]
             if self.allowed is None or self.allowed.dim() != 2 or self.allowed.shape[0] != extent:
                 raise ValueError(f"allowed_by={self.allowed_by!r} needs allowed [{extent}, V], one set per coordinate")
+        if self.prompt_frames and (self.axes[0] != "frame" or self.prompt_frames < 0):
+            raise ValueError(f"prompt_frames needs a layout whose first axis is 'frame', got {self.axes}")
         if self.forced is not None and self.forced.shape not in ((self.length,), (self.length, self.tokens_per_step)):
             raise ValueError(f"forced must be [{self.length}] or [{self.length}, {self.tokens_per_step}], got {tuple(self.forced.shape)}")
 

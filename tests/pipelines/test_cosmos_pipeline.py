@@ -115,3 +115,20 @@ def test_relaxed_methods_run_on_the_fsq_code_vectors(pipe, name):
     assert layout.token_embeddings.shape == (1728, 6)
     out = pipe(tiny_video(1), decoding=name, output_type="tokens", generator=torch.Generator().manual_seed(0))
     assert out.tokens.shape == (1, 48) and out.stats[0].forward_passes <= 32
+
+
+def test_previous_frame_drafts_of_the_first_frame_copy_the_conditioning_frame(pipe):
+    """The layout says its prompt ends with the conditioning frames: copies of the frame
+    before read them for the first generated frame, and the frames drafted after that."""
+    from mmspec.decoding.drafts import Copy, first_drafts
+
+    pipe.transformer.condition_frames = 1
+    layout = pipe.transformer.layout()
+    assert layout.prompt_frames == 1 and layout.shape == (2, 4, 4)
+    prompt = torch.randint(1728, (2, 16, 1), generator=torch.Generator().manual_seed(0))
+    history = torch.full((2, 32, 1), -1)
+    positions = torch.arange(32).expand(2, -1)
+    drafts = first_drafts(Copy("frame"), history, positions, layout, prompt, torch.zeros(2, 32, 1))
+    assert torch.equal(drafts[:, :16], prompt) and torch.equal(drafts[:, 16:], prompt)
+    without = first_drafts(Copy("frame"), history, positions, layout, None, torch.zeros(2, 32, 1))
+    assert (without == -1).all()

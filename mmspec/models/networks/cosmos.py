@@ -263,7 +263,8 @@ class CosmosAR(DeviceDtypeMixin, nn.Module):
 
     def layout(self, token_embeddings: torch.Tensor | None = None) -> TokenLayout:
         T, H, W = self.config.latent_shape
-        return TokenLayout.grid((T - self.condition_frames, H, W), self.config.vocab_size, token_embeddings=token_embeddings)
+        return TokenLayout.grid((T - self.condition_frames, H, W), self.config.vocab_size, token_embeddings=token_embeddings,
+                                prompt_frames=self.condition_frames)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Teacher-forced float logits `[B, n, V]` of latent tokens `[B, n]` (the video from
