@@ -164,13 +164,17 @@ class ResnetBlock(nn.Module):
         return self.nin_shortcut(x) + h
 
 
-class SpatialAttention(nn.Module):
-    """Single-head attention among the pixels of each frame."""
+class PointwiseAttention(nn.Module):
+    """The parameters of both attentions: a norm, and q, k, v and the output as 1x1x1 convolutions."""
 
     def __init__(self, channels: int):
         super().__init__()
         self.norm = FrameNorm(channels)
         self.q, self.k, self.v, self.proj_out = (pointwise(channels, channels) for _ in range(4))
+
+
+class SpatialAttention(PointwiseAttention):
+    """Single-head attention among the pixels of each frame."""
 
     def forward(self, x):
         B, C, T, H, W = x.shape
@@ -183,13 +187,8 @@ class SpatialAttention(nn.Module):
         return x + self.proj_out(batch_to_frames(out, B))
 
 
-class TemporalAttention(nn.Module):
+class TemporalAttention(PointwiseAttention):
     """Single-head causal attention along time at each pixel."""
-
-    def __init__(self, channels: int):
-        super().__init__()
-        self.norm = FrameNorm(channels)
-        self.q, self.k, self.v, self.proj_out = (pointwise(channels, channels) for _ in range(4))
 
     def forward(self, x):
         B, C, T, H, W = x.shape
