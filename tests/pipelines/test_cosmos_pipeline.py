@@ -132,3 +132,24 @@ def test_previous_frame_drafts_of_the_first_frame_copy_the_conditioning_frame(pi
     assert torch.equal(drafts[:, :16], prompt) and torch.equal(drafts[:, 16:], prompt)
     without = first_drafts(Copy("frame"), history, positions, layout, None, torch.zeros(2, 32, 1))
     assert (without == -1).all()
+
+
+def test_auto_scores_previous_frame_copies_of_the_first_frame_against_the_conditioning_frame(pipe):
+    """auto starts with previous-frame drafts on such a layout, and counts their hits on the
+    first frame from the prompt's frame (else it would see none there and switch away)."""
+    from mmspec.decoding.auto.acceptance import DrafterHits, first_copy_axis
+    from mmspec.decoding.auto.chooser import drafter_options
+
+    pipe.transformer.condition_frames = 1
+    layout = pipe.transformer.layout()
+    drafters = drafter_options(layout, True)
+    assert first_copy_axis(drafters[0]) == "frame"
+    prompt = torch.randint(1728, (1, 16, 1), generator=torch.Generator().manual_seed(0))
+    tokens = torch.cat([prompt, torch.full((1, 16, 1), -1)], 1)  # the first frame repeats the conditioning frame
+    new = torch.arange(32)[None] < 16
+    with_prompt = DrafterHits(drafters, layout, "cpu", prompt=prompt)
+    with_prompt.observe(tokens, new, new)
+    assert with_prompt.hits[0] == 16 and with_prompt.best() is drafters[0]
+    alone = DrafterHits(drafters, layout, "cpu")
+    alone.observe(tokens, new, new)
+    assert alone.seen[0] == 0

@@ -98,12 +98,25 @@ class DrafterHits:
     loop can say what it would have drawn (keyed decoding: the uniform distribution's Gumbel
     winner under the position's noise, which the target's winner often is)."""
 
-    def __init__(self, drafters: tuple, layout, device, decay: float = 0.99):
+    def __init__(self, drafters: tuple, layout, device, decay: float = 0.99, prompt: torch.Tensor | None = None):
+        """`prompt [B, P, K]`: where the layout says it ends with frames of its grid
+        (`prompt_frames`), copies of the previous frame are scored on the first frame too."""
         self.drafters, self.decay = drafters, decay
-        sources = []
+        self.prompt = prompt if layout.prompt_frames and prompt is not None else None
+        P = 0 if self.prompt is None else self.prompt.shape[1]
+        sources = []  # per drafter: the index of each position's source in prompt + tokens, -1 = none
         for drafter in drafters:
             axis = first_copy_axis(drafter)
-            sources.append(None if axis is None else layout.neighbour(axis).to(device))
+            if axis is None:
+                sources.append(None)
+                continue
+            source = layout.neighbour(axis).to(device)
+            found = torch.where(source >= 0, P + source, -1)
+            if axis == "frame" and P:
+                frame = layout.length // layout.shape[0]
+                back = P + torch.arange(layout.length, device=device) - frame
+                found = torch.where((source < 0) & (back >= max(0, P - layout.prompt_frames * frame)) & (back < P), back, found)
+            sources.append(found)
         self.sources = sources
         self.hits = [0.0] * len(drafters)
         self.seen = [0.0] * len(drafters)
@@ -113,13 +126,17 @@ class DrafterHits:
         """`tokens [B, T, K]`, positions committed since the last call `new [B, T]`, all
         committed; `at_random [B, T, K]`: what a random first draft would have been there
         (-1 where not known)."""
+        if self.prompt is not None:  # the prompt's tokens are known: committed sources
+            tokens = torch.cat([self.prompt.to(tokens), tokens], 1)
+            committed = torch.cat([(self.prompt >= 0).all(-1).to(committed.device), committed], 1)
+        P = tokens.shape[1] - new.shape[1]
         for i, (drafter, src) in enumerate(zip(self.drafters, self.sources)):
             if src is not None:
                 ok = new & (src >= 0) & committed.gather(1, src.clamp(min=0).expand_as(new))
-                same = (tokens == tokens[:, src.clamp(min=0)]).all(-1) & ok
+                same = (tokens[:, P:] == tokens[:, src.clamp(min=0)]).all(-1) & ok
             elif isinstance(drafter, Random) and at_random is not None:
                 ok = new & (at_random >= 0).all(-1)
-                same = (tokens == at_random).all(-1) & ok
+                same = (tokens[:, P:] == at_random).all(-1) & ok
             else:
                 continue
             seen, hit = torch.stack([ok.sum(), same.sum()]).tolist()

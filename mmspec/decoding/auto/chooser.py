@@ -67,6 +67,7 @@ class AutoContext:
     layout: object
     nodes: dict = field(default_factory=dict)  # BranchSetting -> branch inputs per window, at most
     redraft: bool = False  # every forward drafts its windows afresh
+    prompt: torch.Tensor | None = None  # [B, P, K] long: the prompt's tokens, where drafters may read them
 
 
 def drafter_options(layout, has_prompt: bool) -> tuple:
@@ -75,7 +76,8 @@ def drafter_options(layout, has_prompt: bool) -> tuple:
     else copies along each of the layout's axes that carry content, then random."""
     if has_prompt and layout.axes == ("step",) and layout.tokens_per_step == 1:
         return (FirstOf((Lookup(), Random())),)
-    copies = tuple(FirstOf((Copy(axis), Random())) for axis in COPY_AXES if axis in layout.axes)
+    axes = ("frame",) + COPY_AXES if layout.prompt_frames else COPY_AXES  # the prompt's frame: known from the start
+    copies = tuple(FirstOf((Copy(axis), Random())) for axis in dict.fromkeys(axes) if axis in layout.axes)
     return copies + (Random(),)
 
 
@@ -99,7 +101,7 @@ class CostChooser:
         self.scale, self.excess_s = 1.0, 0.0  # this call's forwards: curve(n) * scale + excess_s seconds
         self.ar_steps = False  # whether window 0 runs as a plain AR step (set by the loop)
         fixed = len(context.drafters) == 1
-        self.hits = None if fixed else DrafterHits(context.drafters, layout, device)
+        self.hits = None if fixed else DrafterHits(context.drafters, layout, device, prompt=context.prompt)
         self.drafter = context.drafters[0]
 
     def choose(self, windows_per_row: float) -> Choice:
@@ -152,11 +154,12 @@ class CostChooser:
             self.drafter = self.hits.best()
 
 
-def make_chooser(config, layout, cost: CostCurve, branch_settings: tuple, max_window: int, device, has_prompt: bool = False):
+def make_chooser(config, layout, cost: CostCurve, branch_settings: tuple, max_window: int, device,
+                 prompt: torch.Tensor | None = None):
     """auto's chooser for one call: the config's fixed parts, the rest open, the layout's
     drafter options, and `config.chooser` in place of `CostChooser` when given."""
     windows = (0, config.window) if config.window is not None else tuple(w for w in WINDOWS if w <= max_window)
-    drafters = (config.drafter,) if config.init is not None else drafter_options(layout, has_prompt)
+    drafters = (config.drafter,) if config.init is not None else drafter_options(layout, prompt is not None)
     nodes = {setting: branch_nodes(setting, max(windows), layout) for setting in branch_settings if setting is not None}
-    context = AutoContext(windows, branch_settings, drafters, cost, layout, nodes, config.redraft)
+    context = AutoContext(windows, branch_settings, drafters, cost, layout, nodes, config.redraft, prompt)
     return (config.chooser or CostChooser)(context, layout, device)

@@ -143,7 +143,7 @@ class JacobiLoop:
         self.chooser, self.choices = None, None
         if config.chooses:
             self.cost = cost or CostCurve.flat(B)
-            self.chooser = make_chooser(config, layout, self.cost, branch_settings, min(L, T - 1), device, self.prompt is not None)
+            self.chooser = make_chooser(config, layout, self.cost, branch_settings, min(L, T - 1), device, self.prompt)
             self.choices = ChoiceLog()
             self.glue = GlueTimer(self.cost, device)
             # window 0 as a plain AR step: one segment (raster order)
