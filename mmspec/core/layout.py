@@ -12,6 +12,7 @@ neither looks at a layout's shape.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -101,6 +102,21 @@ class TokenLayout:
         if (axis, distance) not in self._neighbours:
             self._neighbours[axis, distance] = self._find_neighbour(axis, distance)
         return self._neighbours[axis, distance]
+
+    def prompt_source(self, axis: str, distance: int = 1) -> torch.Tensor:
+        """Long `[T]`: where a position's `neighbour` lies before the first position, in the
+        prompt's last `prompt_frames` frames, how many tokens before the first position it
+        is; 0 elsewhere (only copies along "frame" reach into the prompt)."""
+        key = ("prompt", axis, distance)
+        if key not in self._neighbours:
+            back = torch.zeros(self.length, dtype=torch.long)
+            if axis == "frame" and self.prompt_frames:
+                frame = math.prod(self.shape[1:])
+                before = distance * frame - torch.arange(self.length)
+                inside = (self.neighbour(axis, distance) < 0) & (before > 0) & (before <= self.prompt_frames * frame)
+                back = torch.where(inside, before, 0)
+            self._neighbours[key] = back
+        return self._neighbours[key]
 
     def _find_neighbour(self, axis: str, distance: int) -> torch.Tensor:
         a = self.axis(axis)

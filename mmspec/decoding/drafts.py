@@ -96,13 +96,11 @@ class Copy:
         layout = ctx.layout
         source = layout.neighbour(self.axis, self.distance).to(pos.device)[pos]  # [B] or [B, J]
         rows = torch.arange(len(pos), device=pos.device).view(-1, *([1] * (pos.dim() - 1)))
-        if self.axis == "frame" and layout.prompt_frames and ctx.prompt is not None:
-            # the first frames copy the prompt's last ones: its index P + pos - distance * frame
-            frame = layout.length // layout.shape[0]
-            back = pos - self.distance * frame
-            prompt_len = ctx.text.shape[1] - ctx.history.shape[1]
-            in_prompt = (source < 0) & (back < 0) & (back >= -min(layout.prompt_frames * frame, prompt_len))
-            text = ctx.text[rows, torch.where(in_prompt, prompt_len + back, prompt_len + source.clamp(min=0))]
+        if layout.prompt_frames and ctx.prompt is not None:  # the first frame copies the prompt's last one
+            back = layout.prompt_source(self.axis, self.distance).to(pos.device)[pos]
+            P = ctx.text.shape[1] - ctx.history.shape[1]
+            in_prompt = (back > 0) & (back <= P)
+            text = ctx.text[rows, torch.where(in_prompt, P - back, P + source.clamp(min=0))]
             return torch.where(((source >= 0) | in_prompt)[..., None], text, -1)
         copied = ctx.history[rows, source.clamp(min=0)]  # [B, (J,) K]
         return torch.where((source >= 0)[..., None], copied, -1)

@@ -110,13 +110,9 @@ class DrafterHits:
             if axis is None:
                 sources.append(None)
                 continue
-            source = layout.neighbour(axis).to(device)
+            source, back = layout.neighbour(axis).to(device), layout.prompt_source(axis).to(device)
             found = torch.where(source >= 0, P + source, -1)
-            if axis == "frame" and P:
-                frame = layout.length // layout.shape[0]
-                back = P + torch.arange(layout.length, device=device) - frame
-                found = torch.where((source < 0) & (back >= max(0, P - layout.prompt_frames * frame)) & (back < P), back, found)
-            sources.append(found)
+            sources.append(torch.where((back > 0) & (back <= P), P - back, found) if P else found)
         self.sources = sources
         self.hits = [0.0] * len(drafters)
         self.seen = [0.0] * len(drafters)
