@@ -9,10 +9,10 @@ from __future__ import annotations
 import logging
 import sys
 
-from mmspec.commands import batch, bench, caption, demo, generate, mesh, speak, video
+from mmspec.commands import batch, bench, caption, demo, generate, mesh, speak, train_drafter, video
 from mmspec.commands.common import OneLineParser, UserError, decoding_configs, sampling_kwargs
 
-VERBS = (generate, bench, batch, caption, mesh, speak, video, demo)
+VERBS = (generate, bench, batch, caption, mesh, speak, video, demo, train_drafter)
 
 
 def build_parser() -> OneLineParser:
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit:  # --help, or a bad flag already reported in one line
         return exit.code
     try:
-        if args.command not in ("demo", "caption", "mesh", "video"):  # bad flags fail before any loading (these check their own)
+        if args.command not in ("demo", "caption", "mesh", "video", "train-drafter"):  # bad flags fail before any loading (these check their own)
             decoding_configs(args)
             sampling_kwargs(args)
         args.run(args)

@@ -124,7 +124,26 @@ def load(args):
     except OSError as err:
         raise UserError(f"cannot load the pipeline in {args.pipeline}: {err}") from None
     pipe.set_progress_bar_config(desc="decoding", unit="tok", leave=False)
+    choose_drafter(pipe, getattr(args, "drafter", None), args.pipeline)
     return pipe
+
+
+def choose_drafter(pipe, drafter: str | None, pipeline: str) -> None:
+    """`--drafter`: on (the pipeline's own learned draft head, when it has one), off, or a
+    head folder written by `mmspec train-drafter`."""
+    if drafter in (None, "on"):
+        return
+    if drafter == "off":
+        pipe.use_drafter = False
+        return
+    from mmspec.runs.train_drafter import load_drafter
+
+    if not hasattr(pipe, "drafter"):
+        raise UserError(f"--drafter {drafter}: the {type(pipe).__name__} in {pipeline} takes no learned draft head")
+    folder = Path(drafter)
+    if not (folder / "config.json").is_file():
+        raise UserError(f"--drafter {drafter!r} is neither on, off nor a draft head folder (config.json and model.safetensors)")
+    pipe.drafter = load_drafter(folder, pipe.transformer)
 
 
 def checked_decodings(args, pipe) -> list:
@@ -213,6 +232,9 @@ def add_decoding(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cost", choices=("cached", "refresh", "off"), default="cached",
                    help="auto's cost curve of the forward: cached (measured once per model, device and threads; default), "
                         "refresh (measure again) or off (choose by forwards alone)")
+    p.add_argument("--drafter", metavar="on|off|DIR",
+                   help="learned drafts: on (the pipeline's draft head, when it has one; default), off, or a head folder "
+                        "from `mmspec train-drafter`")
     p.add_argument("--step-test", default="per-token",
                    help="exact test of a step of several tokens (audio codebooks): per-token (default), joint (the step as one "
                         "token), or codebook groups such as 0+123")

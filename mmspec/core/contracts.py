@@ -23,10 +23,26 @@ class GuidedLogits:
         cond (`torch.Tensor`): float `[B, n, V]` (`[B, n, K, V]` for K tokens per step);
             entry j predicts the step after input j.
         uncond (`torch.Tensor`, *optional*): the same for the null condition.
+        hidden (`torch.Tensor`, *optional*): float `[rows, n, D]`, the hidden states the
+            logits were read from (the session's `hidden_layers`, concatenated), the
+            conditional rows then the unconditional ones; only when the session was asked
+            for them. Learned draft heads read them (`mmspec.models.networks.draft_head`).
     """
 
     cond: torch.Tensor
     uncond: torch.Tensor | None = None
+    hidden: torch.Tensor | None = None
+
+
+@dataclass
+class Rejected:
+    """What a head reads at the commit front after a rejection: the rejected draft there
+    (`tokens [R, n]`) and the target's fused hidden state on it (`features [R, n, dim]`:
+    the context before was right, that token wrong). It holds the target's whole view of the
+    context, off by one token, which the head corrects."""
+
+    tokens: torch.Tensor
+    features: torch.Tensor
 
 
 @dataclass
@@ -59,6 +75,8 @@ class TokenSession(Protocol):
 
     batch_size: int
     guided: bool  # whether forward returns unconditional logits too
+    # sessions that offer hidden states have `hidden_layers` (None: not returned); setting it
+    # to layer indices makes every forward return their outputs in `GuidedLogits.hidden`
     prompt_tokens: torch.Tensor | None  # long [B, P], -1 = padding: what drafters may look up; None without
 
     def prefill_logits(self) -> GuidedLogits:

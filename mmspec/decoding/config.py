@@ -89,6 +89,13 @@ class DecodingConfig:
             rewritten) or "off" (no measurement: a flat curve, choosing by forwards alone).
         chooser (*optional*): auto's choice of settings, a callable `(AutoContext) -> chooser`
             (see `mmspec.decoding.auto.CostChooser`); for tests and studies.
+        head (*optional*): a learned draft head (`mmspec.models.networks.draft_head.DraftHead`,
+            bound to the model): it drafts the first `head_depth` slots after the commit
+            front by a roll-out from the token just drawn (`mmspec.decoding.loop.head_drafts`);
+            exact with every exact method. Used in raster order without branches or
+            processors, on sessions that return hidden states; elsewhere ignored.
+            Pipelines with a `drafter` component set it unless told not to.
+        head_depth (`int`, defaults to 2): the slots a head drafts.
 
     Example:
         >>> DecodingConfig.from_name("zipar+mc-sjd+gsd", window=8).name
@@ -108,6 +115,8 @@ class DecodingConfig:
     step_test: str = "per-token"
     cost: str = "cached"
     chooser: object = None
+    head: object = None
+    head_depth: int = 2
 
     def __post_init__(self):
         if self.method not in DRAFTING:
@@ -138,6 +147,7 @@ class DecodingConfig:
                              f"test: use mc-sjd+{self.rule.name} (or auto+{self.rule.name})")
         if self.init is not None:
             self.drafter  # a clear error for an unknown name
+        check_count("head_depth", self.head_depth)
         if self.zipar_window is not None:
             if self.schedule is not None:
                 raise ValueError("give zipar_window or schedule, not both")
@@ -198,6 +208,8 @@ class DecodingConfig:
             params.append("no branches" if not self.branches else f"branches={self.branches}x{self.branch_slots} slots, length {self.branch_length}")
         if self.step_test != "per-token" and self.rule.exact:
             params.append(f"{self.step_test} test")
+        if self.head is not None and self.method != "ar":
+            params.append(f"learned drafts, depth {self.head_depth}")
         if self.zipar_window not in (None, 8):
             params.append(f"zipar_window={self.zipar_window}")
         if isinstance(self.schedule, (ZipAR, Frames)):

@@ -16,7 +16,7 @@ from mmspec.core.sampling import SamplingConfig, guided_logits, keyed_scores
 def as_steps(logits: GuidedLogits, K: int) -> GuidedLogits:
     if K > 1:
         return logits
-    return GuidedLogits(logits.cond[..., None, :], None if logits.uncond is None else logits.uncond[..., None, :])
+    return GuidedLogits(logits.cond[..., None, :], None if logits.uncond is None else logits.uncond[..., None, :], logits.hidden)
 
 
 def forward_steps(session: TokenSession, tokens: torch.Tensor, positions: torch.Tensor, segments=None, tree=None) -> GuidedLogits:

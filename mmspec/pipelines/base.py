@@ -143,6 +143,16 @@ class MMSpecPipeline(DiffusionPipeline):
         """`guidance_scale`, `temperature`, `top_k`, `top_p` when a call gives none."""
         return dict(self._default_sampling)
 
+    use_drafter = True  # False: the pipeline's learned draft head (its `drafter`) is not used
+
+    def with_drafter(self, decoding):
+        """`decoding` with the pipeline's learned draft head, when it has one, `use_drafter`
+        is on and the config names no head of its own."""
+        head = getattr(self, "drafter", None)
+        if head is None or not self.use_drafter or not isinstance(decoding, DecodingConfig) or decoding.head is not None:
+            return decoding
+        return dataclasses.replace(decoding, head=head)
+
     def decode_tokens(
         self,
         token_model: TokenModel,
@@ -166,6 +176,7 @@ class MMSpecPipeline(DiffusionPipeline):
         `layout` None: the model's own, `sequence_length` positions long (LPD, which takes
         none); `engine`: further keywords of `mmspec.generate` (LPD's `guidance_schedule`)."""
         length = self.sequence_length if layout is None else layout.length
+        decoding = self.with_drafter(decoding)
         callback = StepCallback(self, callback_on_step_end)
         with self.progress_bar(total=length) as bar:
 

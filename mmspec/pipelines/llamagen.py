@@ -21,6 +21,7 @@ from mmspec.assets import DEFAULT_ASSETS
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.config import DecodingConfig
 from mmspec.metrics.classifier import ClassifierConfig, ShapesClassifier
+from mmspec.models.networks.draft_head import DraftHead, DraftHeadConfig
 from mmspec.models.networks.llamagen import CaptionCondition, LlamaGenConfig, LlamaGenGPT
 from mmspec.pipelines.base import TokenImagePipeline
 from mmspec.pipelines.checks import as_prompts, check_images_per_prompt, images_within_budget, sampling_config
@@ -91,13 +92,14 @@ class LlamaGenPipeline(TokenImagePipeline):
     """
 
     model_cpu_offload_seq = "text_encoder->transformer->vqvae"
-    _optional_components = ["text_encoder", "tokenizer", "classifier"]
+    _optional_components = ["text_encoder", "tokenizer", "classifier", "drafter"]
     declared_components = {
         "transformer": own_module(LlamaGenGPT, LlamaGenConfig, "LlamaGen GPT"),
         "vqvae": VQVAE,
         "text_encoder": transformers_model("T5EncoderModel"),
         "tokenizer": transformers_processor("AutoTokenizer"),
         "classifier": SHAPES_CLASSIFIER,
+        "drafter": own_module(DraftHead, DraftHeadConfig, "draft head"),
     }
     config_attributes = {"class_names": "_class_names", "default_sampling": "_saved_sampling"}
     keeps_metadata = True
@@ -106,10 +108,10 @@ class LlamaGenPipeline(TokenImagePipeline):
 
     def __init__(self, transformer: LlamaGenGPT, vqvae: LlamaGenVQ, text_encoder=None, tokenizer=None,
                  classifier: ShapesClassifier | None = None, class_names: list[str] | None = None,
-                 default_sampling: dict | None = None, metadata: dict | None = None):
+                 default_sampling: dict | None = None, metadata: dict | None = None, drafter: DraftHead | None = None):
         super().__init__()
         self.register_modules(transformer=transformer, vqvae=vqvae, text_encoder=text_encoder, tokenizer=tokenizer,
-                              classifier=classifier)
+                              classifier=classifier, drafter=None if drafter is None else drafter.bind(transformer))
         self._class_names = self._checked_class_names(class_names, transformer.config)
         self.keep_default_sampling(default_sampling)
         self.metadata = dict(metadata or {})

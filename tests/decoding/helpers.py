@@ -34,8 +34,9 @@ def record_massless_drafts(monkeypatch, module) -> list:
 
 
 class FickleChooser:
-    """Changes its mind at every forward: the window, branches on or off and the drafter
-    follow a counter and what the last forwards committed (the past only, as auto's)."""
+    """Changes its mind at every forward: the window, branches on or off, the drafter and
+    the learned head on or off follow a counter and what the last forwards committed (the
+    past only, as auto's)."""
 
     every = 1
 
@@ -46,9 +47,10 @@ class FickleChooser:
         c, k = self.context, self.count
         self.count += 1
         branches = c.branch_settings[(k + int(self.last * 7)) % len(c.branch_settings)]
-        return Choice(c.windows[k % len(c.windows)], branches, c.drafters[(k + 1) // 2 % len(c.drafters)])
+        return Choice(c.windows[k % len(c.windows)], branches, c.drafters[(k + 1) // 2 % len(c.drafters)],
+                      head=c.head and k % 3 != 1)
 
-    def observe(self, choice, run_tokens, by_branches, forwards, glue_s, ar_glue_s=0.0, scale=1.0, excess_s=0.0, draft_s=0.0, rejections=0.0):
+    def observe(self, choice, run_tokens, by_branches, forwards, glue_s, ar_glue_s=0.0, scale=1.0, excess_s=0.0, draft_s=0.0, rejections=0.0, head_s=0.0):
         self.last = run_tokens
 
     def observe_commits(self, tokens, new, committed, at_random=None):

@@ -256,7 +256,7 @@ class RecordingChooser(FickleChooser):
 
     seen: list = []
 
-    def observe(self, choice, run_tokens, by_branches, forwards, glue_s, ar_glue_s=0.0, scale=1.0, excess_s=0.0, draft_s=0.0, rejections=0.0):
+    def observe(self, choice, run_tokens, by_branches, forwards, glue_s, ar_glue_s=0.0, scale=1.0, excess_s=0.0, draft_s=0.0, rejections=0.0, head_s=0.0):
         RecordingChooser.seen.append((choice.window, run_tokens, forwards))
 
 

@@ -7,8 +7,10 @@ keeps an estimate of each and, before every forward, picks
     argmax over (w, setting) of  (E[run length | window w] + gain(setting)) / (cost(rows, 1 + w + nodes(setting)) + glue)
 
 over windows w (w = 0 is an AR step: one input, one token, at AR's own loop time), branch
-settings (none, or a few sizes where the session has tree attention), and the first-draft
-drafter (copies along the layout's axes, or random). `cost` is the device's measured curve
+settings (none, or a few sizes where the session has tree attention), the first-draft
+drafter (copies along the layout's axes, or random) and, when the call has a learned draft
+head, whether it drafts the slots after the front (its seconds per forward measured on the
+call and added to the glue; its own acceptance learnt apart). `cost` is the device's measured curve
 (`mmspec.decoding.auto.cost_curve`), plus the seconds this call's forwards take beyond it;
 `glue` the loop's own seconds per iteration, measured on this call. E and gain come from the decode itself:
 
@@ -54,6 +56,7 @@ class Choice:
     window: int
     branches: BranchSetting | None = None
     drafter: object = None
+    head: bool = False  # the learned draft head drafts the slots after the front
 
 
 @dataclass
@@ -68,6 +71,7 @@ class AutoContext:
     nodes: dict = field(default_factory=dict)  # BranchSetting -> branch inputs per window, at most
     redraft: bool = False  # every forward drafts its windows afresh
     prompt: torch.Tensor | None = None  # [B, P, K] long: the prompt's tokens, where drafters may read them
+    head: bool = False  # the call has a learned draft head to choose
 
 
 def drafter_options(layout, has_prompt: bool) -> tuple:
@@ -96,7 +100,10 @@ class CostChooser:
     def __init__(self, context: AutoContext, layout, device):
         self.context = context
         self.acceptance = RunAcceptance() if context.redraft else AcceptanceModel()
+        # with the head drafting: its own acceptance, from a prior high enough that it is tried
+        self.head_acceptance = AcceptanceModel(scale=2.5) if context.head else None
         self.glue_s = self.ar_glue_s = 0.0  # the loop's own seconds per iteration, this call's
+        self.head_s = 0.0  # the head's seconds per forward it drafts for, this call's
         self.draft_s = 0.0  # a redrafting loop's seconds per slot drafted, this call's
         self.scale, self.excess_s = 1.0, 0.0  # this call's forwards: curve(n) * scale + excess_s seconds
         self.ar_steps = False  # whether window 0 runs as a plain AR step (set by the loop)
@@ -116,13 +123,17 @@ class CostChooser:
                 inputs = windows_per_row * (1 + w + nodes)
                 if w == 0 and setting is None and self.ar_steps:  # one token, at AR's own cost
                     rate = 1.0 / max(self.forward_s(windows_per_row) + self.ar_glue_s, 1e-12) / AR_STEP_MARGIN
-                else:
-                    # a redrafting loop drafts the whole window every forward (draft_s is 0 otherwise:
-                    # drafting the few slots a slide empties counts in glue_s)
-                    glue = self.glue_s + self.draft_s * windows_per_row * w
-                    rate = self.acceptance.expected(w, setting) / max(self.forward_s(inputs) + glue, 1e-12)
-                if rate > best_rate:
-                    best, best_rate = Choice(w, setting, self.drafter), rate
+                    if rate > best_rate:
+                        best, best_rate = Choice(w, setting, self.drafter), rate
+                    continue
+                # a redrafting loop drafts the whole window every forward (draft_s is 0 otherwise:
+                # drafting the few slots a slide empties counts in glue_s)
+                glue = self.glue_s + self.draft_s * windows_per_row * w
+                for head in (False, True) if self.head_acceptance is not None and w and setting is None else (False,):
+                    model = self.head_acceptance if head else self.acceptance
+                    rate = model.expected(w, setting) / max(self.forward_s(inputs) + glue + head * self.head_s, 1e-12)
+                    if rate > best_rate:
+                        best, best_rate = Choice(w, setting, self.drafter, head), rate
         return best
 
     def forward_s(self, inputs: float) -> float:
@@ -132,18 +143,23 @@ class CostChooser:
 
     def observe(self, choice: Choice, run_tokens: float, by_branches: float, forwards: float, glue_s: float,
                 ar_glue_s: float = 0.0, scale: float = 1.0, excess_s: float = 0.0, draft_s: float = 0.0,
-                rejections: float = 0.0) -> None:
+                rejections: float = 0.0, head_s: float = 0.0) -> None:
         """The forwards since the last choice: the tokens of their windows' runs per window, in
         all (`by_branches` of them past the windows' own runs; nothing after AR steps), windows that ended at a
         rejected draft (per window, in all), the loop's own time per Jacobi forward and per
         AR step (a redrafting loop's drafting apart), that drafting's seconds per slot, and
-        how the forwards' seconds relate to the curve's (`GlueTimer.fit`)."""
+        how the forwards' seconds relate to the curve's (`GlueTimer.fit`), and the head's
+        seconds per forward it drafted for (`head_s`)."""
         self.glue_s, self.ar_glue_s, self.draft_s = glue_s, ar_glue_s, draft_s
         self.scale, self.excess_s = scale, excess_s
+        self.head_s = head_s or self.head_s
+        models = [m for m in (self.acceptance, self.head_acceptance) if m is not None]
         if choice.window == 0 and self.ar_steps:
-            self.acceptance.forget(forwards)  # AR steps show nothing of the drafts: the prior comes back
+            for model in models:  # AR steps show nothing of the drafts: the prior comes back
+                model.forget(forwards)
         elif forwards:
-            self.acceptance.observe(choice.window, choice.branches, run_tokens, by_branches, forwards, rejections)
+            model = self.head_acceptance if choice.head else self.acceptance
+            model.observe(choice.window, choice.branches, run_tokens, by_branches, forwards, rejections)
 
     def observe_commits(self, tokens: torch.Tensor, new: torch.Tensor, committed: torch.Tensor,
                         at_random: torch.Tensor | None = None) -> None:
@@ -155,11 +171,11 @@ class CostChooser:
 
 
 def make_chooser(config, layout, cost: CostCurve, branch_settings: tuple, max_window: int, device,
-                 prompt: torch.Tensor | None = None):
+                 prompt: torch.Tensor | None = None, head: bool = False):
     """auto's chooser for one call: the config's fixed parts, the rest open, the layout's
     drafter options, and `config.chooser` in place of `CostChooser` when given."""
     windows = (0, config.window) if config.window is not None else tuple(w for w in WINDOWS if w <= max_window)
     drafters = (config.drafter,) if config.init is not None else drafter_options(layout, prompt is not None)
     nodes = {setting: branch_nodes(setting, max(windows), layout) for setting in branch_settings if setting is not None}
-    context = AutoContext(windows, branch_settings, drafters, cost, layout, nodes, config.redraft, prompt)
+    context = AutoContext(windows, branch_settings, drafters, cost, layout, nodes, config.redraft, prompt, head)
     return (config.chooser or CostChooser)(context, layout, device)

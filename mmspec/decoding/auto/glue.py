@@ -26,7 +26,7 @@ class GlueTimer:
     later call, to AR steps alone say, which measure nothing that could correct it. Before a kind has a sample it counts as 0, so each call tries what the
     curve alone favours."""
 
-    KINDS = ("glue_s", "ar_glue_s", "draft_s")
+    KINDS = ("glue_s", "ar_glue_s", "draft_s", "head_s")
     RECENT = 16
 
     def __init__(self, curve: CostCurve, device: torch.device):
@@ -37,6 +37,7 @@ class GlueTimer:
         self.sync = torch.cuda.synchronize if device.type == "cuda" and self.on else (lambda: None)
         self.start = self.forward_start = self.forward_s = self.draft_start = 0.0
         self.drafting_s, self.drafted = 0.0, 0
+        self.head_start = self.heading_s = 0.0
         self.inputs = 1
         self.warm = set()
 
@@ -45,6 +46,7 @@ class GlueTimer:
             self.sync()
             self.start = time.perf_counter()
             self.drafting_s, self.drafted = 0.0, 0
+            self.heading_s = 0.0
 
     def begin_forward(self) -> None:
         if self.on:
@@ -69,14 +71,27 @@ class GlueTimer:
             self.drafting_s += time.perf_counter() - self.draft_start
             self.drafted += slots
 
+    def begin_head(self) -> None:
+        if self.on:
+            self.sync()
+            self.head_start = time.perf_counter()
+
+    def end_head(self) -> None:
+        """The learned draft head's drafting, timed apart from the glue."""
+        if self.on:
+            self.sync()
+            self.heading_s += time.perf_counter() - self.head_start
+
     def end_iteration(self, kind: str) -> None:
         if self.on:
             self.sync()
             if kind in self.warm:
-                self.add(kind, time.perf_counter() - self.start - self.forward_s - self.drafting_s)
+                self.add(kind, time.perf_counter() - self.start - self.forward_s - self.drafting_s - self.heading_s)
                 self.timed = self.timed[1 - self.RECENT:] + [(self.forward_s, self.curve(self.inputs))]
                 if self.drafted:
                     self.add("draft_s", self.drafting_s / self.drafted)
+                if self.heading_s:
+                    self.add("head_s", self.heading_s)
             self.warm.add(kind)
 
     def add(self, kind: str, seconds: float) -> None:

@@ -64,9 +64,26 @@ class ActiveRows:
         out[self.rows] = x
         return out
 
+    def _spread_hidden(self, x: torch.Tensor | None) -> torch.Tensor | None:
+        """Hidden states of the held rows (conditional, then unconditional) over the whole batch."""
+        if x is None or self.rows is None:
+            return x
+        halves = x.chunk(2) if self.guided else (x,)
+        return torch.cat([self._spread(half) for half in halves])
+
+    def _spread_logits(self, logits: GuidedLogits) -> GuidedLogits:
+        return GuidedLogits(self._spread(logits.cond), self._spread(logits.uncond), self._spread_hidden(logits.hidden))
+
+    @property
+    def hidden_layers(self):
+        return getattr(self.session, "hidden_layers", None)
+
+    @hidden_layers.setter
+    def hidden_layers(self, layers) -> None:
+        self.session.hidden_layers = layers
+
     def prefill_logits(self) -> GuidedLogits:
-        logits = self.session.prefill_logits()
-        return GuidedLogits(self._spread(logits.cond), self._spread(logits.uncond))
+        return self._spread_logits(self.session.prefill_logits())
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor | None = None,
                 tree: CallTree | None = None) -> GuidedLogits:
@@ -75,7 +92,7 @@ class ActiveRows:
             logits = self.session.forward(take(tokens), take(positions), take(segments))
         else:
             logits = self.session.forward(take(tokens), take(positions), tree=CallTree(take(tree.acts_as), take(tree.visible)))
-        return GuidedLogits(self._spread(logits.cond), self._spread(logits.uncond))
+        return self._spread_logits(logits)
 
     def commit(self, positions: torch.Tensor, mask: torch.Tensor) -> None:
         self.session.commit(self._take(positions), self._take(mask))

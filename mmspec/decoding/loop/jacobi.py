@@ -51,6 +51,7 @@ from mmspec.decoding.branches.tree import Branches, CacheMoves
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.drafts import Hints, draws_at_random, first_drafts, uniform_winner
 from mmspec.decoding.loop.active_rows import ActiveRows
+from mmspec.decoding.loop.head_drafts import HeadDrafter
 from mmspec.decoding.loop.stopping import Stopping
 from mmspec.decoding.loop.window_io import Inputs, Verified
 from mmspec.decoding.stats import DecodeStats
@@ -139,11 +140,16 @@ class JacobiLoop:
         # this forward's setting: fixed by the config, or picked by auto's chooser
         if self.drafter is None and not config.chooses:  # auto with its choices fixed: the first drafter it offers
             self.drafter = drafter_options(layout, self.prompt is not None)[0]
-        self.choice = Choice(L, config.branch_setting, self.drafter)
+        self.head = None  # learned drafts after the commit front
+        if config.head is not None and self.uses_head(config):
+            self.head = HeadDrafter(config.head, self.session, layout, sampling, noise, self.keyed, config.head_depth, device)
+        self.last_hidden = None  # the last forward's hidden states, for the head
+        self.choice = Choice(L, config.branch_setting, self.drafter, self.head is not None)
         self.chooser, self.choices = None, None
         if config.chooses:
             self.cost = cost or CostCurve.flat(B)
-            self.chooser = make_chooser(config, layout, self.cost, branch_settings, min(L, T - 1), device, self.prompt)
+            self.chooser = make_chooser(config, layout, self.cost, branch_settings, min(L, T - 1), device, self.prompt,
+                                        self.head is not None)
             self.choices = ChoiceLog()
             self.glue = GlueTimer(self.cost, device)
             # window 0 as a plain AR step: one segment (raster order)
@@ -154,6 +160,12 @@ class JacobiLoop:
         self.observed = torch.zeros(3, device=device)
         self.forwards_at_choice = 0
         self.committed_at_choice = self.committed.clone()
+
+    def uses_head(self, config: DecodingConfig) -> bool:
+        """Whether this call can draft with the config's head: one segment, one token a
+        step, no branches, processors or redrafting, and a session that gives hidden states."""
+        return (self.R == 1 and self.K == 1 and self.branches is None and not self.processors and not config.redraft
+                and hasattr(self.session.session, "hidden_layers"))
 
     # -- phases ------------------------------------------------------------------------
 
@@ -172,6 +184,12 @@ class JacobiLoop:
             progress = (self.n - self.starts).gather(1, self.parent.clamp(min=0).expand(self.B, -1))
             self.opened |= progress >= self.need
         live = self.live()
+        if self.head is not None and self.choice.head:
+            if self.chooser is not None:
+                self.glue.begin_head()
+            self.place_head_drafts(live)
+            if self.chooser is not None:
+                self.glue.end_head()
         slot_pos = self.n[..., None] + self.slot_L  # [B, R, L]
         in_seg = slot_pos < self.ends[None, :, None]
         undrafted = (self.drafts < 0).any(-1)
@@ -193,6 +211,23 @@ class JacobiLoop:
             self.drafts = torch.where(need[..., None], new, self.drafts)
             self.q_carried &= ~need
         return live
+
+    def place_head_drafts(self, live: torch.Tensor) -> None:
+        """The head's drafts for the first slots of each live window (one segment), with
+        their q under SJD / MC-SJD."""
+        slots = min(self.config.head_depth, self.choice.window, self.L)
+        if slots < 1 or not bool(live.any()):
+            return
+        drafts, q = self.head.drafts(self.tokens, self.n[:, 0], live[:, 0], slots, self.attempts_at)
+        made = (drafts >= 0).all(-1)  # [B, slots]
+        self.drafts[:, 0, :slots] = torch.where(made[..., None], drafts, self.drafts[:, 0, :slots])
+        if q is None:
+            self.q_carried[:, 0, :slots] &= ~made
+            return
+        if self.q_dense.shape[2] < slots:
+            self.q_dense = F.pad(self.q_dense, (0, 0, 0, 0, 0, slots - self.q_dense.shape[2]))
+        self.q_dense[:, 0, :slots] = torch.where(made[..., None, None], q, self.q_dense[:, 0, :slots])
+        self.q_carried[:, 0, :slots] |= made
 
     def draft_noise(self, where: torch.Tensor) -> torch.Tensor:
         """What a random first draft at `where [B, J]` draws with: keyed, the draft itself,
@@ -321,6 +356,7 @@ class JacobiLoop:
         if self.chooser is not None:
             self.glue.end_forward(inputs.tokens.shape[1] * self.session.held / self.B)
         self.forwards += 1
+        self.last_hidden = logits.hidden
         M = inputs.take.shape[1]  # the window inputs; branch nodes follow them
         main = logits if inputs.tree is None else GuidedLogits(*(None if x is None else x[:, :M] for x in (logits.cond, logits.uncond)))
         window = live.view(-1).nonzero()[:, 0]  # the live windows, b * R + r
@@ -405,6 +441,8 @@ class JacobiLoop:
         num_slots = inputs.num_slots
         run_length = self.stopping.cut(verified.run_length, verified.tokens)
         self.commit_run(self.n[..., None] + self.slot, verified.tokens, self.slot < run_length[..., None])
+        if self.head is not None:
+            self.record_for_head(run_length, num_slots, verified)
         M = inputs.take.shape[1]
         draft_ok = (self.slot < verified.accepted[..., None] + 1).view(B, -1)  # the input at n-1, then accepted drafts
         if self.R == 1:  # the inputs are the window inputs, valid ones first
@@ -451,6 +489,20 @@ class JacobiLoop:
         else:
             self.q_dense = dense.new_zeros(B, self.R, *dense.shape[1:])
             self.q_dense[b, r] = dense
+
+    def record_for_head(self, run_length: torch.Tensor, num_slots: torch.Tensor, verified: "Verified") -> None:
+        """Keeps for the head (one segment) the hidden states that predicted the committed
+        positions (window input j predicted slot j) and, where the new front's draft was fed
+        and rejected, that draft and the hidden states on it (window input `run_length`)."""
+        hidden = self.last_hidden
+        M = hidden.shape[1]
+        self.head.record(hidden, self.n + self.slot[:M], self.slot[:M] < run_length)
+        last = (run_length - 1).clamp(min=0)[:, 0]  # the front's slot
+        draft = self.drafts[:, 0, :, 0].gather(1, last.clamp(max=self.L - 1)[:, None])[:, 0]
+        drawn = verified.tokens[:, 0, :, 0].gather(1, last[:, None])[:, 0]
+        rejected = (run_length < num_slots)[:, 0] & (run_length > 0)[:, 0] & (draft >= 0) & (draft != drawn)
+        on_draft = hidden[torch.arange(len(hidden), device=self.device), self.head.both(run_length[:, 0].clamp(max=M - 1))]
+        self.head.record_rejected(on_draft, draft.clamp(min=0), (self.n + run_length - 1)[:, 0], rejected)
 
     def keep_moved(self, moves: CacheMoves) -> None:
         """Moves cache entries the branches computed on committed context to the positions
@@ -531,6 +583,8 @@ class JacobiLoop:
         if self.chooser is not None:
             self.glue.end_forward(self.session.held / self.B)
         self.forwards += 1
+        if self.head is not None:
+            self.head.record(logits.hidden, n[:, None].clamp(max=self.T - 1), live[:, None])
         fresh = live[:, None] & ~self.kv_done.gather(1, pos)
         self.session.commit(pos, fresh)
         self.mark_kv_done(pos, fresh)
@@ -551,7 +605,8 @@ class JacobiLoop:
         scale, excess_s = self.glue.fit()
         self.chooser.observe(self.choice, run_tokens, by_branches, self.forwards - self.forwards_at_choice,
                              self.glue.estimate("glue_s"), self.glue.estimate("ar_glue_s"), scale=scale, excess_s=excess_s,
-                             draft_s=self.glue.estimate("draft_s"), rejections=rejections)
+                             draft_s=self.glue.estimate("draft_s"), rejections=rejections,
+                             head_s=self.glue.estimate("head_s"))
         self.observed.zero_()
         self.forwards_at_choice = self.forwards
         new = self.committed & ~self.committed_at_choice

@@ -50,7 +50,7 @@ from torch import nn
 
 from mmspec.core.layout import TokenLayout
 from mmspec.models.cache.kv_cache import StaticKVCache
-from mmspec.models.networks.llamagen import FeedForward, LlamaGenSession, RMSNorm, attention_bias
+from mmspec.models.networks.llamagen import FeedForward, LlamaGenSession, RMSNorm, attention_bias, through_layers
 from mmspec.utils.checkpoint import DeviceDtypeMixin, JSONConfig, first_line, load_into, read_state_dict
 
 
@@ -327,16 +327,18 @@ class CosmosAR(DeviceDtypeMixin, nn.Module):
         session.prompt_tokens = tokens.long()  # the same vocabulary: lookup drafters may copy from it
         return session
 
-    def _cached_forward(self, h, slots, cache, segments=None, key_valid=None, acts_as=None, visible=None) -> torch.Tensor:
+    def _cached_forward(self, h, slots, cache, segments=None, key_valid=None, acts_as=None, visible=None,
+                        hidden_layers=None):
         """Runs embeddings `h [B, n, dim]` at cache `slots [B, n]` (slot = rotary position in
-        the full video); float logits `[B, n, V]`."""
+        the full video); float logits `[B, n, V]`, and with `hidden_layers` the outputs of
+        those layers (as `LlamaGenGPT._cached_forward`)."""
         cos, sin = self.rope(h.device)
         at = (slots if acts_as is None else acts_as).clamp(max=cos.shape[0] - 1)  # scratch slots reuse the last row
         cos, sin = cos[at][:, :, None], sin[at][:, :, None]
         mask = attention_bias(cache.attention_mask(slots, segments, key_valid, acts_as, visible), h.dtype)
-        for i, layer in enumerate(self.layers):
-            h = layer(h, cos, sin, mask, cache, i, slots)
-        return self.output(self.norm(h)).float()
+        h, hidden = through_layers(self.layers, h, lambda layer, i, x: layer(x, cos, sin, mask, cache, i, slots), hidden_layers)
+        logits = self.output(self.norm(h)).float()
+        return logits if hidden_layers is None else (logits, hidden)
 
 
 def cosmos_state_dict(state_dict: dict) -> dict:

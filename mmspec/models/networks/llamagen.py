@@ -190,6 +190,19 @@ def attention_bias(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.full(mask.shape, float("-inf"), dtype=dtype, device=mask.device).masked_fill_(mask, 0.0)
 
 
+def through_layers(layers, h: torch.Tensor, run, hidden_layers=None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Runs `h` through `layers` (`run(layer, i, h)` runs layer i); returns the last output
+    and, with `hidden_layers` (indices, negative from the end), those layers' outputs
+    concatenated along the features, else None. Draft heads read them."""
+    wanted = [] if hidden_layers is None else [i % len(layers) for i in hidden_layers]
+    outputs = {}
+    for i, layer in enumerate(layers):
+        h = run(layer, i, h)
+        if i in wanted:
+            outputs[i] = h
+    return h, (torch.cat([outputs[i] for i in wanted], -1) if wanted else None)
+
+
 class Attention(nn.Module):
     def __init__(self, config: LlamaGenConfig):
         super().__init__()
@@ -363,10 +376,11 @@ class LlamaGenGPT(DeviceDtypeMixin, nn.Module):
 
     # --- teacher-forced pass ----------------------------------------------------------------
 
-    def forward(self, tokens: torch.Tensor, condition, condition_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, condition, condition_mask: torch.Tensor | None = None, hidden_layers=None):
         """Teacher-forced logits `[B, T, V]` of `tokens [B, T]`: row t predicts `tokens[:, t]`
         (row 0 from the last prefix position). Class labels may include the null class
-        `num_classes` (label dropout for CFG training)."""
+        `num_classes` (label dropout for CFG training). With `hidden_layers`, also the
+        outputs of those layers that gave each row, concatenated: `(logits, hidden [B, T, D])`."""
         c = self.config
         if c.model_type == "c2i":
             prefix = self.cls_embedding(torch.as_tensor(condition, device=tokens.device))
@@ -382,9 +396,9 @@ class LlamaGenGPT(DeviceDtypeMixin, nn.Module):
             mask[:, :, :P] &= condition_mask.bool()[:, None, :]
             mask |= torch.eye(n, dtype=torch.bool, device=h.device)
             mask = attention_bias(mask[:, None], h.dtype)
-        for layer in self.layers:
-            h = layer(h, rope, mask)
-        return self.output(self.norm(h)).float()[:, P - 1:]
+        h, hidden = through_layers(self.layers, h, lambda layer, i, x: layer(x, rope, mask), hidden_layers)
+        logits = self.output(self.norm(h)).float()[:, P - 1:]
+        return logits if hidden_layers is None else (logits, hidden[:, P - 1:])
 
     # --- cached decoding --------------------------------------------------------------------
 
@@ -431,22 +445,26 @@ class LlamaGenGPT(DeviceDtypeMixin, nn.Module):
             cache.reset()
         return LlamaGenSession(self, cache, prefix, mask, batch_size=B, guided=guided)
 
-    def _cached_forward(self, h, slots, cache, segments=None, key_valid=None, acts_as=None, visible=None) -> torch.Tensor:
+    def _cached_forward(self, h, slots, cache, segments=None, key_valid=None, acts_as=None, visible=None,
+                        hidden_layers=None):
         """Runs embeddings `h [R, n, dim]` at cache `slots [R, n]`; float logits `[R, n, V]`.
-        `acts_as` and `visible`: tree attention (see `StaticKVCache.attention_mask`)."""
+        `acts_as` and `visible`: tree attention (see `StaticKVCache.attention_mask`). With
+        `hidden_layers` (layer indices), also the outputs of those layers, concatenated:
+        `(logits, hidden [R, n, dim * len(hidden_layers)])`."""
         table = self.rope_table(h.device)
         at = slots if acts_as is None else acts_as
         rope = table[at.clamp(max=table.shape[0] - 1), None]  # scratch slots past the grid reuse the last row
         mask = attention_bias(cache.attention_mask(slots, segments, key_valid, acts_as, visible), h.dtype)
-        for i, layer in enumerate(self.layers):
-            h = layer(h, rope, mask, cache, i, slots)
-        return self.output(self.norm(h)).float()
+        h, hidden = through_layers(self.layers, h, lambda layer, i, x: layer(x, rope, mask, cache, i, slots), hidden_layers)
+        logits = self.output(self.norm(h)).float()
+        return logits if hidden_layers is None else (logits, hidden)
 
 
 class LlamaGenSession(CachedSession):
     """One decoding call: the cache rows `[cond; uncond]` of `batch_size` conditions."""
 
     supports_tree = True
+    row_state = ("prefill_states",)
 
     def __init__(self, model: LlamaGenGPT, cache: StaticKVCache, prefix: torch.Tensor, prefix_mask, *, batch_size: int, guided: bool,
                  prefix_len: int | None = None, steps: int | None = None):
@@ -458,10 +476,19 @@ class LlamaGenSession(CachedSession):
         self.model = model
         rows, P = prefix.shape[:2]
         slots = torch.arange(P, device=prefix.device).expand(rows, P)
-        logits = model._cached_forward(prefix, slots, cache, key_valid=prefix_mask)
+        every_layer = range(len(model.layers))
+        logits, hidden = model._cached_forward(prefix, slots, cache, key_valid=prefix_mask, hidden_layers=every_layer)
         valid = torch.ones_like(slots, dtype=torch.bool) if prefix_mask is None else prefix_mask
         cache.commit(slots, valid)
         self._prefill = self.split(logits[:, -1:])
+        self.prefill_states = hidden[:, -1:].unflatten(-1, (len(model.layers), -1))  # [rows, 1, layers, dim]
+        self.hidden_layers = None  # layer indices whose outputs forwards return (draft heads read them)
+
+    def prefill_logits(self) -> GuidedLogits:
+        if self.hidden_layers is None:
+            return self._prefill
+        hidden = self.prefill_states[:, :, list(self.hidden_layers)].flatten(2)
+        return GuidedLogits(self._prefill.cond, self._prefill.uncond, hidden)
 
     @torch.no_grad()
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor | None = None,
@@ -469,4 +496,10 @@ class LlamaGenSession(CachedSession):
         self.check_inputs(tokens, positions)
         h = self.model.tok_embeddings(self.rows(tokens))
         segs, acts_as, visible = self.call_views(segments, tree)
-        return self.split(self.model._cached_forward(h, self.slots(positions), self.cache, segs, None, acts_as, visible))
+        out = self.model._cached_forward(h, self.slots(positions), self.cache, segs, None, acts_as, visible,
+                                         hidden_layers=self.hidden_layers)
+        if self.hidden_layers is None:
+            return self.split(out)
+        logits = self.split(out[0])
+        logits.hidden = out[1]
+        return logits
