@@ -24,6 +24,7 @@ at their limits delay a normal one by seconds, not minutes.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 
@@ -39,6 +40,8 @@ from mmspec.pipelines.checks import sampling_config
 
 METHODS = [name for name in DECODINGS if name != "ar"]
 DEFAULT_METHODS = ["auto", "mc-sjd", "zipar+mc-sjd"]
+LEARNED = " + learned drafts"  # a method drafting with the pipeline's draft head, offered when it has one
+LEARNED_METHODS = ["auto", "keyed", "mc-sjd"]
 CHOSEN_BY_AUTO = ("window", "init", "branches")  # the sliders' values would fix what auto chooses
 TABLE_HEADERS = ["method", "exact", "forwards", "tokens / forward", "time (s)", "x fewer forwards", "x faster",
                  "same tokens as AR"]
@@ -80,11 +83,17 @@ def fraction(name: str, value, high: float = 1.0) -> float:
     return float(value)
 
 
-def check_methods(methods) -> list[str]:
+def methods_for(pipe) -> list[str]:
+    """The methods the page offers: every decoding, and with a learned draft head, the exact
+    ones that draft with it (the others run without it)."""
+    return METHODS + ([m + LEARNED for m in LEARNED_METHODS] if getattr(pipe, "drafter", None) is not None else [])
+
+
+def check_methods(methods, offered: list[str] = METHODS) -> list[str]:
     methods = list(methods or [])
-    unknown = [m for m in methods if m not in METHODS]
+    unknown = [m for m in methods if m not in offered]
     if unknown:
-        raise ValueError(f"unknown method {unknown[0]!r}; choose from {', '.join(METHODS)}")
+        raise ValueError(f"unknown method {unknown[0]!r}; choose from {', '.join(offered)}")
     if len(set(methods)) != len(methods):
         raise ValueError("methods lists a method twice")
     if len(methods) > MAX_METHODS:
@@ -134,19 +143,22 @@ def compare(pipe, condition: dict, methods: list[str], settings: dict):
 
     Returns (gallery items, table rows, heatmap items)."""
     own = lambda name: {k: v for k, v in settings["params"].items() if not (parse_name(name).method == "auto" and k in CHOSEN_BY_AUTO)}
-    configs = [pipe.check_decoding(DecodingConfig.from_name(name, **own(name))) for name in ["ar", *methods]]
+    names = ["ar", *methods]
+    configs = [pipe.check_decoding(DecodingConfig.from_name(name.removesuffix(LEARNED), **own(name.removesuffix(LEARNED))))
+               for name in names]
+    configs = [dataclasses.replace(c, head=pipe.drafter) if name.endswith(LEARNED) else c for name, c in zip(names, configs)]
     gallery, rows, heatmaps = [], [], []
     baseline, ar_tokens = None, None
-    for config in configs:
+    for name, config in zip(names, configs):
         out = pipe(**condition, decoding=config, generator=torch.Generator().manual_seed(settings["seed"]), **settings["sampling"])
         stats = out.stats[0]
         baseline = baseline or stats
         ar_tokens = out.tokens if ar_tokens is None else ar_tokens
-        gallery.append((out.images[0], config.name))
+        gallery.append((out.images[0], name))
         chose = "" if stats.choices is None else f" (chose {describe_choices(stats.choices)})"
-        heatmaps.append((commit_heatmap(stats.commit_iteration[0], pipe.token_grid), f"{config.name}: commit order{chose}"))
+        heatmaps.append((commit_heatmap(stats.commit_iteration[0], pipe.token_grid), f"{name}: commit order{chose}"))
         rows.append([
-            config.name, "yes" if stats.exact else "no", stats.forward_passes, round(stats.tokens_per_forward, 2),
+            name, "yes" if stats.exact else "no", stats.forward_passes, round(stats.tokens_per_forward, 2),
             round(stats.wall_time_s, 2), round(baseline.forward_passes / stats.forward_passes, 2),
             round(baseline.wall_time_s / max(stats.wall_time_s, 1e-9), 2),
             "yes" if torch.equal(out.tokens, ar_tokens) else "no",
@@ -165,6 +177,8 @@ def build_demo(pipe) -> gr.Blocks:
         pipe = load_pipeline(DEFAULT_ASSETS)
         pipe.set_progress_bar_config(disable=True)
     defaults = pipe.default_sampling
+    pipe.use_drafter = False  # the page's methods draft with the head only where their name says so
+    offered = methods_for(pipe)
     window_max = min(MAX_WINDOW, pipe.sequence_length)
     cols = pipe.token_grid[1]
 
@@ -184,7 +198,8 @@ def build_demo(pipe) -> gr.Blocks:
                         condition = gr.Dropdown(pipe.class_names, value=pipe.class_names[0], label="class")
                     else:
                         condition = gr.Textbox(label="prompt", value="a red apple on a table", max_length=MAX_PROMPT_CHARS)
-                    methods = gr.CheckboxGroup(METHODS, value=DEFAULT_METHODS, label=f"methods to compare with AR (at most {MAX_METHODS})")
+                    default_methods = DEFAULT_METHODS + (["auto" + LEARNED] if len(offered) > len(METHODS) else [])
+                    methods = gr.CheckboxGroup(offered, value=default_methods, label=f"methods to compare with AR (at most {MAX_METHODS})")
                     with gr.Row():
                         seed = gr.Textbox(value="0", label="seed", elem_id="seed")
                         window = gr.Number(value=min(16, window_max), label=f"window (drafts per forward, 1 to {window_max})")
@@ -225,7 +240,7 @@ def build_demo(pipe) -> gr.Blocks:
                 """AR and the chosen methods from one seed: images, a cost table, commit-order heatmaps and a status line."""
                 try:
                     call = check_condition(pipe, condition)
-                    chosen = check_methods(methods)
+                    chosen = check_methods(methods, offered)
                     settings = check_settings(pipe, seed, window, guidance_scale, temperature, top_k, top_p, zipar_window,
                                               lantern_k, lantern_delta, gsd_rank_window, gsd_prob_gap, gsd_embed_dist)
                     gallery, rows, maps = compare(pipe, call, chosen, settings)

@@ -94,8 +94,10 @@ class DecodingConfig:
             front by a roll-out from the token just drawn (`mmspec.decoding.loop.head_drafts`);
             exact with every exact method. Used in raster order without branches or
             processors, on sessions that return hidden states; elsewhere ignored.
-            Pipelines with a `drafter` component set it unless told not to.
-        head_depth (`int`, defaults to 2): the slots a head drafts.
+            None: a pipeline with a `drafter` component sets its own (unless its
+            `use_drafter` is off); False: no head, whatever the pipeline has.
+        head_depth (`int`, defaults to 1): the slots a head drafts (a roll-out: each slot after the
+            first drafted where the slot before got a new draft).
 
     Example:
         >>> DecodingConfig.from_name("zipar+mc-sjd+gsd", window=8).name
@@ -116,7 +118,7 @@ class DecodingConfig:
     cost: str = "cached"
     chooser: object = None
     head: object = None
-    head_depth: int = 2
+    head_depth: int = 1
 
     def __post_init__(self):
         if self.method not in DRAFTING:
@@ -208,8 +210,10 @@ class DecodingConfig:
             params.append("no branches" if not self.branches else f"branches={self.branches}x{self.branch_slots} slots, length {self.branch_length}")
         if self.step_test != "per-token" and self.rule.exact:
             params.append(f"{self.step_test} test")
-        if self.head is not None and self.method != "ar":
+        if self.head not in (None, False) and self.method != "ar":
             params.append(f"learned drafts, depth {self.head_depth}")
+        elif self.head is False and self.method != "ar":
+            params.append("no learned drafts")
         if self.zipar_window not in (None, 8):
             params.append(f"zipar_window={self.zipar_window}")
         if isinstance(self.schedule, (ZipAR, Frames)):

@@ -80,9 +80,9 @@ def test_a_head_drafts_the_slots_after_the_front(monkeypatch):
     calls = []
     original = head_drafts.HeadDrafter.drafts
 
-    def spy(self, tokens, front, live, slots, attempts):
-        calls.append((front.clone(), slots))
-        return original(self, tokens, front, live, slots, attempts)
+    def spy(self, tokens, front, live, current, attempts):
+        calls.append((front.clone(), current.shape[1]))
+        return original(self, tokens, front, live, current, attempts)
 
     monkeypatch.setattr(head_drafts.HeadDrafter, "drafts", spy)
     config = DecodingConfig(method="keyed", window=4, head=random_head(model), head_depth=2)
@@ -102,9 +102,9 @@ def test_auto_turning_the_head_on_and_off_keeps_ar_tokens(monkeypatch):
     caught_up = []
     original = head_drafts.HeadDrafter.drafts
 
-    def spy(self, tokens, front, live, slots, attempts):
+    def spy(self, tokens, front, live, current, attempts):
         caught_up.append(int((front - self.fed).max()))
-        return original(self, tokens, front, live, slots, attempts)
+        return original(self, tokens, front, live, current, attempts)
 
     monkeypatch.setattr(head_drafts.HeadDrafter, "drafts", spy)
     labels = torch.tensor([0, 2])
@@ -113,3 +113,39 @@ def test_auto_turning_the_head_on_and_off_keeps_ar_tokens(monkeypatch):
     tokens, stats = generate(model, labels, decoding=config, generator=torch.Generator().manual_seed(9))
     assert torch.equal(tokens, ar)
     assert max(caught_up) > 1  # positions committed while the head was off are fed at once
+
+
+def test_the_engine_feeds_the_head_as_it_was_trained():
+    """The loop's head state, fed positions in two rounds and a draft rejected at the front,
+    predicts the front as the teacher-forced training pass (`rollout_logits`) does."""
+    from mmspec.core.contracts import Rejected
+    from mmspec.core.noise import as_noise
+    from mmspec.core.sampling import SamplingConfig
+    from mmspec.decoding.loop.head_drafts import HeadDrafter
+    from mmspec.runs.train_drafter import rollout_logits
+
+    model = tiny_model(vocab_size=16, block_size=16, seed=3)
+    head = random_head(model)
+    tokens = torch.randint(0, 16, (2, 16), generator=torch.Generator().manual_seed(1))
+    labels = torch.tensor([0, 2])
+    null = torch.full_like(labels, model.config.num_classes)
+    _, hidden = model(torch.cat([tokens, tokens]), torch.cat([labels, null]), hidden_layers=head.layers)  # row t predicted t
+    rejected_tokens = (tokens + 1) % 16
+    _, on_rejected = model(torch.cat([rejected_tokens, rejected_tokens]), torch.cat([labels, null]), hidden_layers=head.layers)
+    session = model.start(labels, guided=True)
+    drafter = HeadDrafter(head, session, model.layout(), SamplingConfig(guidance_scale=2.0), as_noise(None, 2, "cpu"),
+                          keyed=True, depth=1, device=torch.device("cpu"))
+    expected = rollout_logits(head, torch.cat([tokens, tokens]), head.fused(hidden), 1,
+                              Rejected(torch.cat([rejected_tokens, rejected_tokens]), head.fused(on_rejected)))[0]
+    live = torch.ones(2, dtype=torch.bool)
+    all_positions = torch.arange(16).expand(2, -1)
+    drafter.record(hidden, all_positions, torch.ones(2, 16, dtype=torch.bool))
+    for front in (torch.tensor([3, 5]), torch.tensor([9, 6])):
+        c = front - 1
+        drafter.record_rejected(on_rejected[torch.arange(4), torch.cat([c, c])], rejected_tokens[torch.arange(2), c], c,
+                                torch.tensor([True, False]))
+        _, logits = drafter.catch_up(tokens[..., None], front, live)
+        assert torch.allclose(logits.cond[0, 0], expected[0, c[0]], atol=1e-4)  # read the rejected draft
+        plain = rollout_logits(head, torch.cat([tokens, tokens]), head.fused(hidden), 1)[0]
+        assert torch.allclose(logits.cond[1, 0], plain[1, c[1]], atol=1e-4)  # none rejected: the plain output
+        assert torch.allclose(logits.uncond[1, 0], plain[3, c[1]], atol=1e-4)

@@ -67,69 +67,84 @@ class HeadDrafter:
         self.rejected_token = torch.where(mask, tokens, 0)
         self.rejected_hidden = torch.where(self.both(mask)[:, None], hidden, 0.0)
 
-    def drafts(self, tokens: torch.Tensor, front: torch.Tensor, live: torch.Tensor, slots: int,
+    def drafts(self, tokens: torch.Tensor, front: torch.Tensor, live: torch.Tensor, current: torch.Tensor,
                attempts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Drafts `[B, slots, K]` for the positions `front .. front + slots - 1` of each row
         (`front [B]`: its first undecoded position, everything before it committed in
-        `tokens [B, T, K]`), -1 past the end and for rows not `live`; under SJD / MC-SJD
-        also their q `[B, slots, K, V]` (None when keyed). `attempts [B, T + 1]`: how often
-        each position was verified (the draft uniforms' attempt)."""
+        `tokens [B, T, K]`), -1 past the end, for rows not `live`, and after the roll-out
+        stops; under SJD / MC-SJD also their q `[B, slots, K, V]` (None when keyed).
+
+        `current [B, slots]`: the window's drafts there now (-1: none). A roll-out goes on
+        past a slot only where its new draft differs from the current one: the current
+        drafts after it were made for that token, and beat a roll-out's further steps.
+        `attempts [B, T + 1]`: how often each position was verified (the draft uniforms' attempt)."""
+        slots = current.shape[1]
         B, T = self.B, self.T
-        old = self.fed
-        pending = max(int((front - old).masked_fill(~live, 0).max()), 1)
-        step = torch.arange(pending, device=front.device)
-        pos = old[:, None] + step  # the positions committed since the last round
-        valid = live[:, None] & (pos < front[:, None])
-        pos = torch.where(valid, pos, T + step)  # padding at scratch positions
-        feed = tokens[self.b, pos.clamp(max=T - 1), 0].masked_fill(~valid, 0)
-        hidden = self.hidden_at.gather(1, self.both(pos.clamp(max=T))[..., None].expand(-1, -1, self.hidden_at.shape[-1]))
-        out, logits = self.cache.forward(feed, self.head.fused(hidden), pos)
-        self.cache.commit(pos, valid)
-        self.fed = torch.where(live, front, old)
-        last = (front - 1 - old).clamp(0, pending - 1)  # each row's input at front - 1: it predicts the front
-        rows = torch.arange(B, device=front.device)
-        feature = out[torch.arange(self.rows, device=front.device), self.both(last)]  # [rows, D]
-        logits = GuidedLogits(*(None if x is None else x[rows, last][:, None] for x in (logits.cond, logits.uncond)))
-        if self.head.config.reads_rejected:
-            feature, logits = self.front_query(tokens, front, live, feature, logits)
+        feature, logits = self.catch_up(tokens, front, live)
         drafts = torch.full((B, slots, 1), -1, dtype=torch.long, device=front.device)
         q = None if self.keyed else torch.zeros(B, slots, 1, self.layout.vocab_size, device=front.device)
         rolled = []
+        going = live.clone()
         for k in range(slots):
             at = front + k
-            ok = live & (at < T)
+            ok = going & (at < T)
             draft, probs = self.draw(logits, at.clamp(max=T - 1)[:, None], attempts)
             drafts[:, k] = torch.where(ok[:, None], draft, -1)
             if q is not None:
                 q[:, k] = probs
-            if k + 1 == slots:
+            going = ok & (draft[:, 0] != current[:, k])
+            if k + 1 == slots or not bool(going.any()):
                 break
-            where = torch.where(ok, at, T)[:, None]  # the next step reads the draft just made
+            where = torch.where(going, at, T)[:, None]  # the next step reads the draft just made
             out, logits = self.cache.forward(draft.clamp(min=0), feature[:, None], where)
-            self.cache.commit(where, ok[:, None])
+            self.cache.commit(where, going[:, None])
             rolled.append(where)
             feature = out[:, 0]
         for where in rolled:  # a roll-out is never context for later rounds
             self.cache.forget(where)
         return drafts, q
 
-    def front_query(self, tokens, front, live, feature, logits):
-        """Where a draft was rejected at the front's last position, the head's query there
-        again, reading it (written at a scratch slot, never committed); elsewhere the
-        plain output (`feature [rows, D]`, `logits [B, 1, V]`) stays."""
-        T = self.T
-        here = live & (self.rejected_at == front - 1)
-        if not bool(here.any()):
-            return feature, logits
-        at = (front - 1).clamp(0, T - 1)[:, None]
-        hidden = self.hidden_at.gather(1, self.both(at)[..., None].expand(-1, -1, self.hidden_at.shape[-1]))
-        rejected = Rejected(self.both(self.rejected_token)[:, None], self.head.fused(self.rejected_hidden[:, None]))
-        out, new = self.cache.forward(tokens[self.b, at, 0], self.head.fused(hidden), torch.full_like(at, T), rejected,
-                                      acts_as=at)
-        feature = torch.where(self.both(here)[:, None], out[:, 0], feature)
-        logits = GuidedLogits(*(None if x is None else torch.where(here[:, None, None], y, x)
-                                for x, y in ((logits.cond, new.cond), (logits.uncond, new.uncond))))
-        return feature, logits
+    def catch_up(self, tokens: torch.Tensor, front: torch.Tensor, live: torch.Tensor) -> tuple[torch.Tensor, GuidedLogits]:
+        """Feeds the head the positions committed since its last round (committed to its
+        cache) and returns its prediction of each row's front: the output features `[rows,
+        D]` and logits `[B, 1, V]` of its input at front - 1. A head that reads rejected drafts
+        gets, in the same call, that input again as a query reading the draft rejected there
+        (where one was), written at a scratch slot and seeing the inputs before it and itself."""
+        B, T = self.B, self.T
+        old = self.fed
+        pending = max(int((front - old).masked_fill(~live, 0).max()), 1)
+        step = torch.arange(pending, device=front.device)
+        valid = live[:, None] & (old[:, None] + step < front[:, None])
+        at = torch.where(valid, old[:, None] + step, T + step)  # padding stands at scratch positions
+        feed = tokens[self.b, at.clamp(max=T - 1), 0].masked_fill(~valid, 0)
+        hidden = self.hidden_at.gather(1, self.both(at.clamp(max=T))[..., None].expand(-1, -1, self.hidden_at.shape[-1]))
+        features = self.head.fused(hidden)
+        last = (front - 1 - old).clamp(0, pending - 1)  # each row's input at front - 1: it predicts the front
+        rows, cache_rows = torch.arange(B, device=front.device), torch.arange(self.rows, device=front.device)
+        if not self.head.config.reads_rejected:
+            out, logits = self.cache.forward(feed, features, at)
+            pick = last
+        else:
+            here = live & (self.rejected_at == front - 1)
+            n = pending + 1
+            query_at = (front - 1).clamp(0, T - 1)[:, None]
+            acts = torch.cat([at, query_at], 1)
+            plain = torch.cat([valid, torch.zeros_like(valid[:, :1])], 1)  # [B, n]: inputs that go to the cache
+            visible = plain[:, None, :] & (acts[:, None, :] <= acts[:, :, None])
+            visible[:, -1] &= acts < query_at  # the query sees the plain inputs before it
+            visible |= torch.eye(n, dtype=torch.bool, device=front.device)
+            rejected = Rejected(
+                self.both(torch.cat([torch.full_like(at, -1), torch.where(here, self.rejected_token, -1)[:, None]], 1)),
+                torch.cat([torch.zeros_like(features), self.head.fused(self.rejected_hidden[:, None])], 1))
+            out, logits = self.cache.forward(torch.cat([feed, feed[rows, last][:, None]], 1),
+                                             torch.cat([features, features[cache_rows, self.both(last)][:, None]], 1),
+                                             torch.cat([at, torch.full_like(query_at, T + pending)], 1), rejected,
+                                             acts_as=acts, visible=visible)
+            pick = torch.where(here, pending, last)
+        self.cache.commit(at, valid)
+        self.fed = torch.where(live, front, old)
+        feature = out[cache_rows, self.both(pick)]  # [rows, D]
+        return feature, GuidedLogits(*(None if x is None else x[rows, pick][:, None] for x in (logits.cond, logits.uncond)))
 
     def draw(self, logits: GuidedLogits, positions: torch.Tensor, attempts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """A draft `[B, 1]` from the head's logits `[B, 1, V]` predicting `positions [B, 1]`:

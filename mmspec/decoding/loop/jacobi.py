@@ -141,7 +141,7 @@ class JacobiLoop:
         if self.drafter is None and not config.chooses:  # auto with its choices fixed: the first drafter it offers
             self.drafter = drafter_options(layout, self.prompt is not None)[0]
         self.head = None  # learned drafts after the commit front
-        if config.head is not None and self.uses_head(config):
+        if config.head not in (None, False) and self.uses_head(config):
             self.head = HeadDrafter(config.head, self.session, layout, sampling, noise, self.keyed, config.head_depth, device)
         self.last_hidden = None  # the last forward's hidden states, for the head
         self.choice = Choice(L, config.branch_setting, self.drafter, self.head is not None)
@@ -218,7 +218,7 @@ class JacobiLoop:
         slots = min(self.config.head_depth, self.choice.window, self.L)
         if slots < 1 or not bool(live.any()):
             return
-        drafts, q = self.head.drafts(self.tokens, self.n[:, 0], live[:, 0], slots, self.attempts_at)
+        drafts, q = self.head.drafts(self.tokens, self.n[:, 0], live[:, 0], self.drafts[:, 0, :slots, 0], self.attempts_at)
         made = (drafts >= 0).all(-1)  # [B, slots]
         self.drafts[:, 0, :slots] = torch.where(made[..., None], drafts, self.drafts[:, 0, :slots])
         if q is None:

@@ -119,13 +119,16 @@ class DraftHead(DeviceDtypeMixin, nn.Module):
 
     def inputs(self, tokens: torch.Tensor, features: torch.Tensor, rejected: "Rejected | None" = None) -> torch.Tensor:
         """The block's inputs `[R, n, dim]` from `tokens [R, n]`, fused `features [R, n, dim]`
-        and, for a head that reads them, the rejected drafts (zeros where none)."""
+        and, for a head that reads them, the rejected drafts (zeros where none: no
+        `rejected`, or its token -1)."""
         parts = [self.target.tok_embeddings(tokens), features.to(self.fc.weight.dtype)]
         if self.config.reads_rejected:
             if rejected is None:
                 parts.append(parts[1].new_zeros(*parts[1].shape[:-1], 2 * parts[1].shape[-1]))
             else:
-                parts += [rejected.features.to(parts[1].dtype), self.target.tok_embeddings(rejected.tokens)]
+                some = (rejected.tokens >= 0)[..., None]
+                embedded = self.target.tok_embeddings(rejected.tokens.clamp(min=0))
+                parts += [rejected.features.to(parts[1].dtype) * some, embedded * some]
         return self.fc(torch.cat(parts, -1))
 
     def run(self, tokens, features, rope, mask, cache=None, slots=None, rejected: "Rejected | None" = None) -> torch.Tensor:
@@ -167,21 +170,24 @@ class DraftHeadSession:
 
     @torch.no_grad()
     def forward(self, tokens: torch.Tensor, features: torch.Tensor, positions: torch.Tensor, rejected: Rejected | None = None,
-                acts_as: torch.Tensor | None = None) -> tuple[torch.Tensor, GuidedLogits]:
+                acts_as: torch.Tensor | None = None, visible: torch.Tensor | None = None) -> tuple[torch.Tensor, GuidedLogits]:
         """Runs `tokens [B, n]` with `features [rows, n, dim]` (fused, conditional rows then
         unconditional) at `positions [B, n]`; each input sees the committed positions before
-        its own and this call's inputs at or before it. With `acts_as [B, n]`, input j is
-        written at `positions` (scratch) but stands for position `acts_as[:, j]`, seeing the
-        committed positions before it and itself alone. Returns the output features
-        `[rows, n, dim]` and their logits, each predicting the position after its input."""
+        its own and this call's inputs at or before it. With `acts_as [B, n]` (tree
+        attention), input j is written at `positions` but stands for position
+        `acts_as[:, j]`: it sees the committed positions before that one and the inputs of
+        the call that `visible [B, n, n]` shows it (itself alone by default). Returns the
+        output features `[rows, n, dim]` and their logits, each predicting the position after
+        its input."""
         slots = self.rows(positions)
         at = slots if acts_as is None else self.rows(acts_as)
         rope = self.rope[at.clamp(max=len(self.rope) - 1), None]
         if acts_as is None:
             visible = self.cache.attention_mask(slots)
         else:
-            alone = torch.eye(slots.shape[1], dtype=torch.bool, device=slots.device).expand(slots.shape[0], -1, -1)
-            visible = self.cache.attention_mask(slots, acts_as=at, visible=alone)
+            if visible is None:
+                visible = torch.eye(slots.shape[1], dtype=torch.bool, device=slots.device).expand(len(positions), -1, -1)
+            visible = self.cache.attention_mask(slots, acts_as=at, visible=self.rows(visible))
         mask = attention_bias(visible, features.dtype)
         out = self.head.run(self.rows(tokens), features, rope, mask, self.cache, slots, rejected)
         logits = self.head.read_out(out)
