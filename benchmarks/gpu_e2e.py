@@ -18,7 +18,8 @@ LlamaGen-B / L / XL class-to-image configs (V = 16384, 16x16 tokens) with random
    relative to one input, at the batch's cache rows), the windows it picked, and one
    decode of `--loop-tokens` positions by AR, keyed and MC-SJD at `--loop-window` and
    auto, in seconds (random weights: acceptance is low, so the choice leans to short
-   windows), and whether keyed and auto gave AR's tokens (bfloat16 near-ties may flip).
+   windows), and whether keyed and auto gave AR's tokens (bfloat16 near-ties may flip);
+   keyed again with a learned draft head of random weights: the head's cost per forward.
 4. verify (CUDA): the Triton kernels (probabilistic and keyed) against their PyTorch
    references at LlamaGen sizes, via `gpu_verify_check.py`.
 Writes benchmarks/results/gpu_e2e[_cpu].{md,json} with the device and versions. Stops
@@ -48,6 +49,7 @@ from mmspec.decoding.auto import describe_choices  # noqa: E402
 from mmspec.decoding.generate import generate  # noqa: E402
 from mmspec.decoding.loop.jacobi import JacobiLoop, extra_positions  # noqa: E402
 from mmspec.decoding.loop.stopping import Stopping  # noqa: E402
+from mmspec.models.networks.draft_head import DraftHead  # noqa: E402
 from mmspec.models.networks.llamagen import LlamaGenConfig, LlamaGenGPT  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
@@ -143,7 +145,9 @@ def auto_row(model: LlamaGenGPT, batch: int, window: int, positions: int, device
     layout = model.layout().truncate(positions)
     labels = torch.arange(batch, device=device) % 1000
     row, tokens = dict(batch=batch, positions=positions), {}
+    head = DraftHead.for_target(model).to(device, model.output.weight.dtype)  # random weights: its cost, not its hits
     for name, config in (("ar", "ar"), ("keyed", DecodingConfig(method="keyed", window=window)),
+                         ("keyed_head", DecodingConfig(method="keyed", window=window, head=head)),
                          ("mc-sjd", DecodingConfig(method="mc-sjd", window=window)), ("auto", "auto")):
         tokens[name], stats = generate(model, labels, config, SAMPLING, torch.Generator(device=device).manual_seed(0), layout=layout)
         row[f"{name}_s"], row[f"{name}_forwards"] = stats.wall_time_s, stats.forward_passes
@@ -151,6 +155,8 @@ def auto_row(model: LlamaGenGPT, batch: int, window: int, positions: int, device
             row["cost_curve"] = {str(k): v for k, v in stats.cost_curve.items()}
             row["choices"] = describe_choices(stats.choices)
     row["keyed_as_ar"], row["auto_as_ar"] = (bool(torch.equal(tokens[name], tokens["ar"])) for name in ("keyed", "auto"))
+    # the head's own cost per forward: the two keyed decodes differ by it (and by its drafts' hits)
+    row["head_ms_per_forward"] = 1e3 * (row["keyed_head_s"] / row["keyed_head_forwards"] - row["keyed_s"] / row["keyed_forwards"])
     return row
 
 
@@ -190,12 +196,13 @@ def markdown(result: dict) -> str:
     if result["auto"]:
         sizes = list(result["auto"][0]["cost_curve"])
         lines += ["", "## auto: the measured cost curve (relative to one input per row) and one decode", "",
-                  "| size | batch | " + " | ".join(f"n={n}" for n in sizes) + " | AR s | keyed s | MC-SJD s | auto s | auto chose "
-                  "| keyed, auto = AR's tokens |",
-                  "|---|---|" + "---|" * (len(sizes) + 6)]
+                  "| size | batch | " + " | ".join(f"n={n}" for n in sizes) + " | AR s | keyed s | keyed + head s | head ms / forward "
+                  "| MC-SJD s | auto s | auto chose | keyed, auto = AR's tokens |",
+                  "|---|---|" + "---|" * (len(sizes) + 8)]
         for r in result["auto"]:
             curve = " | ".join(f"{r['cost_curve'].get(n, float('nan')):.2f}" for n in sizes)
-            lines.append(f"| {r['size']} | {r['batch']} | {curve} | {r['ar_s']:.2f} | {r['keyed_s']:.2f} | {r['mc-sjd_s']:.2f} | "
+            lines.append(f"| {r['size']} | {r['batch']} | {curve} | {r['ar_s']:.2f} | {r['keyed_s']:.2f} | {r['keyed_head_s']:.2f} | "
+                         f"{r['head_ms_per_forward']:.2f} | {r['mc-sjd_s']:.2f} | "
                          f"{r['auto_s']:.2f} | {r['choices']} | {r['keyed_as_ar']}, {r['auto_as_ar']} |")
     if result["verify"]:
         lines += ["", "## Verification: Triton vs PyTorch reference (LlamaGen V = 16384)", "",

@@ -73,8 +73,9 @@ def target_batch(model, tokens: torch.Tensor, labels: torch.Tensor, layers: list
         log_p = (guided / temperature).log_softmax(-1)
         if not rejections:
             return hidden, log_p
+        rejections = min(rejections, T)
         positions = torch.rand(B, T, generator=generator).argsort(1)[:, :rejections].sort(1).values
-        p = log_p.exp().gather(1, positions[..., None].expand(-1, -1, log_p.shape[-1]))
+        p = log_p.exp().gather(1, positions[..., None].expand(-1, -1, log_p.shape[-1])) + 1e-12
         p.scatter_(-1, tokens.gather(1, positions)[..., None], 0.0)  # a rejected draft is another token
         drafts = torch.multinomial(p.flatten(0, 1), 1, generator=generator).view(B, rejections)
         alone = CallTree(acts_as=positions, visible=torch.eye(rejections, dtype=torch.bool).expand(B, -1, -1))
@@ -199,7 +200,7 @@ def train_drafter(pipe, out: str | Path, *, steps: int = 3000, batch_size: int =
         if step % 50 == 0 or step == steps:
             elapsed = time.monotonic() - start
             means = "  ".join(f"accept ({name}) {sum(a[name] for a in seen) / len(seen):.3f}" for name in seen[0])
-            progress(f"step {step}/{steps}  loss {float(loss):.3f}  {means}  samples {rounds * samples_per_round}  "
+            progress(f"step {step}/{steps}  loss {float(loss.detach()):.3f}  {means}  samples {rounds * samples_per_round}  "
                      f"{elapsed / 60:.1f} min")
             seen = []
         if time.monotonic() - saved_at > SAVE_EVERY_S:
