@@ -13,6 +13,7 @@ classifier) and feature-FID against the same number of held-out real images. Wri
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from pathlib import Path
 
@@ -48,6 +49,12 @@ TUNED = [
     DecodingConfig.from_name("mc-sjd", window=32, init="above", branches=4, branch_slots=4, branch_length=2),
     DecodingConfig.from_name("mc-sjd", window=32, init="above", branches=8, branch_slots=12, branch_length=3),
 ]
+# with the shipped learned draft head (docs/draft-heads.md)
+LEARNED = [
+    DecodingConfig.from_name("mc-sjd", init="above"),
+    DecodingConfig.from_name("mc-sjd", window=32, init="above"),
+    DecodingConfig.from_name("keyed", window=32, init="above"),
+]
 
 
 def main() -> None:
@@ -64,14 +71,16 @@ def main() -> None:
 
     pipe = LlamaGenPipeline.from_pretrained(DEFAULT_ASSETS)
     pipe.set_progress_bar_config(disable=True)
+    pipe.use_drafter = False  # rows draft with the shipped head only where they say so
     classifier = load_classifier()
     n_classes = len(pipe.class_names)
     labels = torch.arange(n_classes).repeat_interleave(args.per_class)
     conditions = [{"class_labels": [int(c)]} for c in labels]
     real, _ = load_split("heldout", len(labels))
 
-    tuned = {config.describe(): config for config in TUNED}  # a tuned row by its table name
-    methods = [tuned.get(m, m) for m in args.methods] if args.methods else [*METHODS, *TUNED]
+    learned = [dataclasses.replace(config, head=pipe.drafter) for config in LEARNED] if pipe.drafter is not None else []
+    tuned = {config.describe(): config for config in TUNED + learned}  # a tuned row by its table name
+    methods = [tuned.get(m, m) for m in args.methods] if args.methods else [*METHODS, *TUNED, *learned]
     bar = tqdm(total=len(methods) * len(conditions), desc="benchmark", unit="img")
     results = []
     for method in methods:

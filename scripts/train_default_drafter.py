@@ -26,7 +26,7 @@ from scripts._training import script_parser, start
 
 
 def main(argv=None) -> None:
-    args = script_parser(__doc__, "work/drafter_default", DEFAULT_ASSETS, threads=2).parse_args(argv)
+    args = script_parser(__doc__, "outputs/train/drafter", DEFAULT_ASSETS, threads=2).parse_args(argv)
     work = start(args)
     pipe = LlamaGenPipeline.from_pretrained(args.assets)
     pipe.set_progress_bar_config(disable=True)

@@ -21,6 +21,8 @@ PACKAGE_FILES = [
     "mmspec/assets/default/vqvae/model.safetensors",
     "mmspec/assets/default/classifier/config.json",
     "mmspec/assets/default/classifier/model.safetensors",
+    "mmspec/assets/default/drafter/config.json",
+    "mmspec/assets/default/drafter/model.safetensors",
     "mmspec/assets/speech/model_index.json",
     "mmspec/assets/speech/decoder/model.safetensors",
     "mmspec/assets/speech/codec/model.safetensors",

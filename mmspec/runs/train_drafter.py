@@ -64,7 +64,8 @@ def target_batch(model, tokens: torch.Tensor, labels: torch.Tensor, layers: list
         session = model.start(labels, guided=True, extra_positions=max(rejections, 1))
         session.hidden_layers = layers
         first = session.prefill_logits()
-        before = torch.arange(T - 1).expand(B, -1)
+        device = tokens.device
+        before = torch.arange(T - 1, device=device).expand(B, -1)
         rest = session.forward(tokens[:, :-1], before)
         session.commit(before, torch.ones_like(before, dtype=torch.bool))
         cond, uncond = torch.cat([first.cond, rest.cond], 1), torch.cat([first.uncond, rest.uncond], 1)
@@ -74,12 +75,12 @@ def target_batch(model, tokens: torch.Tensor, labels: torch.Tensor, layers: list
         if not rejections:
             return hidden, log_p
         rejections = min(rejections, T)
-        positions = torch.rand(B, T, generator=generator).argsort(1)[:, :rejections].sort(1).values
+        positions = torch.rand(B, T, generator=generator).argsort(1)[:, :rejections].sort(1).values.to(device)
         p = log_p.exp().gather(1, positions[..., None].expand(-1, -1, log_p.shape[-1])) + 1e-12
         p.scatter_(-1, tokens.gather(1, positions)[..., None], 0.0)  # a rejected draft is another token
-        drafts = torch.multinomial(p.flatten(0, 1), 1, generator=generator).view(B, rejections)
-        alone = CallTree(acts_as=positions, visible=torch.eye(rejections, dtype=torch.bool).expand(B, -1, -1))
-        on_drafts = session.forward(drafts, T + torch.arange(rejections).expand(B, -1), tree=alone).hidden
+        drafts = torch.multinomial(p.flatten(0, 1).float().cpu(), 1, generator=generator).view(B, rejections).to(device)
+        alone = CallTree(acts_as=positions, visible=torch.eye(rejections, dtype=torch.bool, device=device).expand(B, -1, -1))
+        on_drafts = session.forward(drafts, T + torch.arange(rejections, device=device).expand(B, -1), tree=alone).hidden
     return hidden, log_p, Rejected(torch.cat([drafts, drafts]), on_drafts), positions
 
 
@@ -99,12 +100,13 @@ def head_loss(head: DraftHead, tokens: torch.Tensor, hidden: torch.Tensor, log_p
     features); the mean acceptance sum(min(p, q)) of each at the position after its input."""
     rows = torch.cat([tokens, tokens])
     features = head.fused(hidden)
-    noisy = features + feature_noise * features.detach().std() * torch.randn(features.shape, generator=generator)
+    noise = torch.randn(features.shape, generator=generator).to(features.device, features.dtype)
+    noisy = features + feature_noise * features.detach().std() * noise
     # input t: token t and what predicted it -> position t + 1
     both = None if positions is None else torch.cat([positions, positions])
     _, plain, front = front_outputs(head, rows, noisy, rejected, both)
     T = tokens.shape[1]
-    outputs = [("plain", plain[:, :-1], torch.arange(1, T).expand(len(tokens), -1))]
+    outputs = [("plain", plain[:, :-1], torch.arange(1, T, device=tokens.device).expand(len(tokens), -1))]
     if rejected is not None:
         outputs.append(("front", front, positions + 1))
     loss, acceptance = 0.0, {}
@@ -146,7 +148,8 @@ def train_drafter(pipe, out: str | Path, *, steps: int = 3000, batch_size: int =
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     model = pipe.transformer.eval().requires_grad_(False)
-    head = DraftHead.for_target(model, layers)
+    device = model.output.weight.device  # the head trains where the model is (float32)
+    head = DraftHead.for_target(model, layers).to(device)
     opt = torch.optim.AdamW(head.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     sampling = pipe.default_sampling
     scale, temperature = float(sampling["guidance_scale"]), float(sampling["temperature"]) or 1.0
@@ -154,7 +157,7 @@ def train_drafter(pipe, out: str | Path, *, steps: int = 3000, batch_size: int =
     step, pool_tokens, pool_labels, rounds = 0, None, None, 0
     generator = torch.Generator().manual_seed(seed)
     if state_path.exists():
-        state = torch.load(state_path, weights_only=True)
+        state = torch.load(state_path, weights_only=True, map_location="cpu")
         if list(state["layers"]) != list(head.layers):
             raise ValueError(f"{state_path} trains a head on layers {list(state['layers'])}, not {list(head.layers)}; "
                              "use another --out")
@@ -178,7 +181,7 @@ def train_drafter(pipe, out: str | Path, *, steps: int = 3000, batch_size: int =
             pool_labels = labels if pool_labels is None else torch.cat([pool_labels, labels])[-pool_size:]
             rounds += 1
         pick = torch.randint(0, len(pool_labels), (batch_size,), generator=generator)
-        tokens, labels = pool_tokens[pick], pool_labels[pick]
+        tokens, labels = pool_tokens[pick].to(device), pool_labels[pick].to(device)
         rejected = positions = None
         if head.config.reads_rejected:
             hidden, log_p, rejected, positions = target_batch(model, tokens, labels, head.layers, scale, temperature,

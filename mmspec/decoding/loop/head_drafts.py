@@ -1,20 +1,23 @@
-"""Learned drafts after the commit front: a draft head's short roll-out from the token just drawn.
+"""Learned drafts after the commit front: a draft head's prediction from the token just drawn.
 
 After a verification the window's next drafts were computed on a context whose last draft
 was rejected: the slot after the commit front drafts from a stale distribution. A draft
 head (`mmspec.models.networks.draft_head`) is fed, at each committed position, the token
-there and the target's hidden state that predicted it, so it can predict the position
-after the token just drawn; a roll-out of `depth` head steps, each fed the draft before
-and the head's own feature, drafts the first `depth` slots of the window.
+there and the target's hidden state that predicted it; at the front it also reads the
+draft rejected there and the target's hidden state on it (what the last forward computed
+on the right context but the wrong token), and predicts the position after the token just
+drawn. With `depth` > 1 it rolls out over the next slots, each step fed the draft before
+and its own feature, as long as its drafts differ from the window's current ones.
 
 The drafts are exact either way: keyed, a slot's draft is the Gumbel winner of the head's
 guided distribution under the slot's own noise (a guess the verification checks); under
-SJD / MC-SJD it is drawn from the head's q with the slot's keyed draft uniform, and q goes
+SJD / MC-SJD it is drawn from the head's q with the slot's keyed `head` uniform, and q goes
 to the verification as the draft's distribution.
 
 The head's cache holds what it was fed at committed positions (`fed` per row); each round
 feeds the positions committed since (their hidden states are kept as the forwards return
-them, `record`), then rolls out. One segment only (raster order), without branches.
+them, `record`) and queries the front in the same call (`catch_up`). One segment only
+(raster order), without branches.
 """
 
 from __future__ import annotations
@@ -30,12 +33,12 @@ from mmspec.decoding.steps import allowed_steps, as_steps, keyed_draw, step_logi
 
 class HeadDrafter:
     """The head's state over one decoding call of `batch_size` rows (`rows` cache rows: both
-    CFG halves when guided)."""
+    CFG halves when guided); `depth`: the most slots it drafts."""
 
     def __init__(self, head, session, layout: TokenLayout, sampling: SamplingConfig, noise: Noise, keyed: bool,
                  depth: int, device: torch.device):
         B, T = session.batch_size, layout.length
-        self.head, self.layout, self.sampling, self.noise, self.keyed, self.depth = head, layout, sampling, noise, keyed, depth
+        self.head, self.layout, self.sampling, self.noise, self.keyed = head, layout, sampling, noise, keyed
         self.T, self.B = T, B
         session.hidden_layers = head.layers
         self.cache = head.start(B, guided=session.guided, length=T, extra_positions=T + depth)
