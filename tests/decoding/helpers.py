@@ -39,6 +39,7 @@ class FickleChooser:
     past only, as auto's)."""
 
     every = 1
+    drops_head = False  # switches the head on and off
 
     def __init__(self, context: AutoContext, layout, device):
         self.context, self.count, self.last = context, 0, 0.0
@@ -52,6 +53,9 @@ class FickleChooser:
 
     def observe(self, choice, run_tokens, by_branches, forwards, glue_s, ar_glue_s=0.0, scale=1.0, excess_s=0.0, draft_s=0.0, rejections=0.0, head_s=0.0):
         self.last = run_tokens
+
+    def observe_front(self, head_hits, carried_hits):
+        pass
 
     def observe_commits(self, tokens, new, committed, at_random=None):
         pass

@@ -149,3 +149,22 @@ def test_the_engine_feeds_the_head_as_it_was_trained():
         plain = rollout_logits(head, torch.cat([tokens, tokens]), head.fused(hidden), 1)[0]
         assert torch.allclose(logits.cond[1, 0], plain[1, c[1]], atol=1e-4)  # none rejected: the plain output
         assert torch.allclose(logits.uncond[1, 0], plain[3, c[1]], atol=1e-4)
+
+
+def test_auto_drafts_with_the_head_only_where_it_pays_in_seconds():
+    """The head's worth is its first drafts' hits over the carried drafts' on the same
+    forwards; its measured seconds per forward are added to the forward's price."""
+    from mmspec.decoding.auto.chooser import AutoContext, Choice, CostChooser
+    from mmspec.decoding.auto.cost_curve import CostCurve
+
+    model = tiny_model(vocab_size=16, block_size=16)
+    curve = CostCurve([1, 5, 9, 17, 33], [1e-3 * c for c in (1.0, 1.1, 1.25, 1.5, 2.0)], rows=1)
+    chooser = CostChooser(AutoContext((0, 8, 16), (None,), (None,), curve, model.layout(), head=True), model.layout(),
+                          torch.device("cpu"))
+    assert chooser.choose(1).head  # an optimistic prior: tried first
+    for _ in range(10):  # the head hits twice as often as the carried drafts, and costs little
+        chooser.observe(Choice(16, head=True), run_tokens=4 * 4.0, by_branches=0.0, forwards=4, glue_s=0.0, head_s=1e-4)
+        chooser.observe_front(head_hits=4.0, carried_hits=2.0)
+    assert chooser.front_hits.ratio() == pytest.approx(2.0, rel=0.2) and chooser.choose(1).head
+    chooser.observe(Choice(16, head=True), run_tokens=4 * 4.0, by_branches=0.0, forwards=4, glue_s=0.0, head_s=5e-3)
+    assert not chooser.choose(1).head  # the same hits, at five forwards' worth of seconds each

@@ -10,7 +10,8 @@ from mmspec.decoding.auto.chooser import Choice
 
 @dataclass
 class ChoiceLog:
-    """What auto chose over a call: forwards per window, per branch setting, per drafter."""
+    """What auto chose over a call: forwards per window, per branch setting, per drafter (with
+    " + learned" where the draft head drafted the first slot)."""
 
     windows: Counter = field(default_factory=Counter)
     branches: Counter = field(default_factory=Counter)
@@ -19,7 +20,7 @@ class ChoiceLog:
     def add(self, choice: Choice) -> None:
         self.windows[choice.window] += 1
         self.branches["none" if choice.branches is None else str(choice.branches)] += 1
-        self.drafters[getattr(choice.drafter, "name", "random")] += 1
+        self.drafters[getattr(choice.drafter, "name", "random") + (" + learned" if choice.head else "")] += 1
 
     def to_dict(self) -> dict:
         return {"windows": dict(sorted(self.windows.items())), "branches": dict(self.branches),

@@ -9,8 +9,10 @@ keeps an estimate of each and, before every forward, picks
 over windows w (w = 0 is an AR step: one input, one token, at AR's own loop time), branch
 settings (none, or a few sizes where the session has tree attention), the first-draft
 drafter (copies along the layout's axes, or random) and, when the call has a learned draft
-head, whether it drafts the slots after the front (its seconds per forward measured on the
-call and added to the glue; its own acceptance learnt apart). `cost` is the device's measured curve
+head, whether it drafts the first slot (its seconds per forward measured on the call and
+added to the glue). The head's worth is measured paired: on the forwards it drafts, how
+often its first draft and the carried one it replaced would each have been the committed
+token (`FrontHits`); a window's tokens beyond the first scale by their ratio. `cost` is the device's measured curve
 (`mmspec.decoding.auto.cost_curve`), plus the seconds this call's forwards take beyond it;
 `glue` the loop's own seconds per iteration, measured on this call. E and gain come from the decode itself:
 
@@ -85,6 +87,22 @@ def drafter_options(layout, has_prompt: bool) -> tuple:
     return copies + (Random(),)
 
 
+class FrontHits:
+    """The head's first drafts' hits over the carried drafts' on the same forwards, as decaying
+    sums from a prior ratio `prior` worth `weight` hits: optimistic, so that the head is tried."""
+
+    def __init__(self, prior: float = 1.5, weight: float = 4.0, decay: float = 0.98):
+        self.head, self.carried = prior * weight, weight
+        self.decay = decay
+
+    def observe(self, head_hits: float, carried_hits: float) -> None:
+        self.head = self.head * self.decay + head_hits
+        self.carried = self.carried * self.decay + carried_hits
+
+    def ratio(self) -> float:
+        return self.head / max(self.carried, 1e-6)
+
+
 # AR steps must win by this much: they drop the windows' drafts, which later forwards would
 # have found refined (worth more than the one forward at hand shows)
 AR_STEP_MARGIN = 1.15
@@ -96,12 +114,14 @@ class CostChooser:
     `observe` and `observe_commits`, and is asked every `every` forwards."""
 
     every = 4  # a choice reads its statistics off the device: not at every forward
+    # a Jacobi forward chosen without the head ends it for the call: its measured worth does not
+    # change while it is off, so it would not come back, and feeding it costs even then
+    drops_head = True
 
     def __init__(self, context: AutoContext, layout, device):
         self.context = context
         self.acceptance = RunAcceptance() if context.redraft else AcceptanceModel()
-        # with the head drafting: its own acceptance, from a prior high enough that it is tried
-        self.head_acceptance = AcceptanceModel(scale=2.5) if context.head else None
+        self.front_hits = FrontHits() if context.head else None
         self.glue_s = self.ar_glue_s = 0.0  # the loop's own seconds per iteration, this call's
         self.head_s = 0.0  # the head's seconds per forward it drafts for, this call's
         self.draft_s = 0.0  # a redrafting loop's seconds per slot drafted, this call's
@@ -129,9 +149,10 @@ class CostChooser:
                 # a redrafting loop drafts the whole window every forward (draft_s is 0 otherwise:
                 # drafting the few slots a slide empties counts in glue_s)
                 glue = self.glue_s + self.draft_s * windows_per_row * w
-                for head in (False, True) if self.head_acceptance is not None and w and setting is None else (False,):
-                    model = self.head_acceptance if head else self.acceptance
-                    rate = model.expected(w, setting) / max(self.forward_s(inputs) + glue + head * self.head_s, 1e-12)
+                plain = self.acceptance.expected(w, setting)
+                for head in (False, True) if self.front_hits is not None and w and setting is None else (False,):
+                    expected = 1 + (plain - 1) * self.front_hits.ratio() if head else plain
+                    rate = expected / max(self.forward_s(inputs) + glue + head * self.head_s, 1e-12)
                     if rate > best_rate:
                         best, best_rate = Choice(w, setting, self.drafter, head), rate
         return best
@@ -153,13 +174,17 @@ class CostChooser:
         self.glue_s, self.ar_glue_s, self.draft_s = glue_s, ar_glue_s, draft_s
         self.scale, self.excess_s = scale, excess_s
         self.head_s = head_s or self.head_s
-        models = [m for m in (self.acceptance, self.head_acceptance) if m is not None]
         if choice.window == 0 and self.ar_steps:
-            for model in models:  # AR steps show nothing of the drafts: the prior comes back
-                model.forget(forwards)
+            self.acceptance.forget(forwards)  # AR steps show nothing of the drafts: the prior comes back
         elif forwards:
-            model = self.head_acceptance if choice.head else self.acceptance
-            model.observe(choice.window, choice.branches, run_tokens, by_branches, forwards, rejections)
+            if choice.head:  # what the same forwards would have committed with the carried drafts
+                run_tokens = forwards + (run_tokens - forwards) / self.front_hits.ratio()
+            self.acceptance.observe(choice.window, choice.branches, run_tokens, by_branches, forwards, rejections)
+
+    def observe_front(self, head_hits: float, carried_hits: float) -> None:
+        """The forwards since the last choice: how many first drafts of the head, and of the
+        carried drafts it replaced, were the committed token."""
+        self.front_hits.observe(head_hits, carried_hits)
 
     def observe_commits(self, tokens: torch.Tensor, new: torch.Tensor, committed: torch.Tensor,
                         at_random: torch.Tensor | None = None) -> None:

@@ -158,6 +158,10 @@ class JacobiLoop:
         # rejections, per window summed over forwards (on the device, read at the next choice),
         # and the positions committed
         self.observed = torch.zeros(3, device=device)
+        # auto with a head: since the last choice, the head's and the carried drafts' hits at the
+        # first slot, on the same forwards (the head's worth, measured paired)
+        self.front_hits = torch.zeros(2, device=device)
+        self.front_drafts = None  # (the carried draft, the head's) at each window's first slot, this forward
         self.forwards_at_choice = 0
         self.committed_at_choice = self.committed.clone()
 
@@ -220,6 +224,8 @@ class JacobiLoop:
             return
         drafts, q = self.head.drafts(self.tokens, self.n[:, 0], live[:, 0], self.drafts[:, 0, :slots, 0], self.attempts_at)
         made = (drafts >= 0).all(-1)  # [B, slots]
+        if self.chooser is not None:
+            self.front_drafts = (torch.where(made[:, 0], self.drafts[:, 0, 0, 0], -1), torch.where(made[:, 0], drafts[:, 0, 0], -1))
         self.drafts[:, 0, :slots] = torch.where(made[..., None], drafts, self.drafts[:, 0, :slots])
         if q is None:
             self.q_carried[:, 0, :slots] &= ~made
@@ -440,6 +446,10 @@ class JacobiLoop:
         B, S, K, V, L = self.B, self.S, self.K, self.V, self.L
         num_slots = inputs.num_slots
         run_length = self.stopping.cut(verified.run_length, verified.tokens)
+        if self.front_drafts is not None:  # keyed: the first slot's token is final, whatever was drafted there
+            drawn = verified.tokens[:, 0, 0, 0]
+            self.front_hits += torch.stack([(d == drawn) & (d >= 0) for d in self.front_drafts]).sum(1)
+            self.front_drafts = None
         self.commit_run(self.n[..., None] + self.slot, verified.tokens, self.slot < run_length[..., None])
         if self.head is not None:
             self.record_for_head(run_length, num_slots, verified)
@@ -602,6 +612,9 @@ class JacobiLoop:
     def choose(self) -> None:
         """auto: the window, branches and first drafts of the next forwards, from the past alone."""
         run_tokens, by_branches, rejections = self.observed.tolist()
+        if self.head is not None:
+            self.chooser.observe_front(*self.front_hits.tolist())
+            self.front_hits.zero_()
         scale, excess_s = self.glue.fit()
         self.chooser.observe(self.choice, run_tokens, by_branches, self.forwards - self.forwards_at_choice,
                              self.glue.estimate("glue_s"), self.glue.estimate("ar_glue_s"), scale=scale, excess_s=excess_s,
@@ -619,9 +632,20 @@ class JacobiLoop:
         choice = self.chooser.choose(max(1, -(-int(live.sum()) // held)) * held / self.B)
         if choice.branches != self.choice.branches:  # kept branch drafts belong to the old setting
             self.branches.reset()
+        if self.head is not None and not choice.head and choice.window and self.chooser.drops_head:
+            self.drop_head()  # the head does not pay here
         self.choice = choice
         self.drafter = choice.drafter or self.config.drafter or self.drafter
         self.choices.add(choice)
+
+    def drop_head(self) -> None:
+        """auto found a Jacobi forward faster without the head: it stops feeding it for the rest
+        of the call (the bookkeeping costs too), and chooses without it. Its measured worth would
+        not change while it is off, so it would not be chosen again."""
+        self.head = None
+        self.session.hidden_layers = None
+        self.chooser.front_hits = None
+        self.front_drafts = None
 
 
 def decode_jacobi(
