@@ -194,3 +194,17 @@ def test_page_in_headless_chromium(app):
         wait.until(lambda d: "seed must be a whole number" in d.find_element(By.ID, "status").text)
     finally:
         driver.quit()
+
+
+def test_learned_drafts_are_offered_beside_the_others_and_keep_ar_tokens():
+    from mmspec.apps.demo import LEARNED, check_settings, compare, methods_for
+    from mmspec.models.networks.draft_head import DraftHead
+
+    pipe = tiny_c2i_pipeline(n_layer=2)
+    assert "auto" + LEARNED not in methods_for(pipe)
+    pipe.drafter = DraftHead.for_target(pipe.transformer)
+    assert "auto" + LEARNED in methods_for(pipe)
+    settings = check_settings(pipe, "3", 8, 3.0, 1.0, 0, 1.0, 2, 10, 0.1, 7, 0.15, 0.5)
+    _, rows, _ = compare(pipe, {"class_labels": [0]}, ["keyed" + LEARNED, "keyed"], settings)
+    assert [r[0] for r in rows] == ["ar", "keyed" + LEARNED, "keyed"]
+    assert all(r[-1] == "yes" for r in rows)  # the same tokens as AR
