@@ -24,8 +24,9 @@ def model():
 def test_assets_are_small_safetensors_with_configs():
     files = sorted(p.relative_to(DEFAULT_ASSETS).as_posix() for p in DEFAULT_ASSETS.rglob("*") if p.is_file())
     assert files == [
-        "classifier/config.json", "classifier/model.safetensors", "model_index.json",
-        "transformer/config.json", "transformer/model.safetensors", "vqvae/config.json", "vqvae/model.safetensors",
+        "classifier/config.json", "classifier/model.safetensors", "drafter/config.json", "drafter/model.safetensors",
+        "model_index.json", "transformer/config.json", "transformer/model.safetensors", "vqvae/config.json",
+        "vqvae/model.safetensors",
     ]
     assert sum((DEFAULT_ASSETS / f).stat().st_size for f in files) <= 40 * 2**20
 
