@@ -100,7 +100,7 @@ def test_every_verb_honours_the_decoding_flags(pipeline_dir, tmp_path, capsys, v
         (["bench", "--per-class", "1000000"], "use `mmspec batch` for large runs"),
         (["generate", "--per-class", "0"], "argument --per-class: must be a whole number >= 1, got '0'"),
         (["generate", "--classes", "1", "1"], "--classes lists a class twice"),
-        (["generate", "--threads", "-1"], "argument --threads: must be a whole number >= 1, got '-1'"),
+        (["generate", "--threads", "-1"], "argument --threads: must be a whole number from 1 to"),
         (["generate", "--seed", str(2**64)], "argument --seed: must be a whole number from 0 to 9223372036854775807"),
         (["bench", "--seed", "-3"], "argument --seed: must be a whole number from 0"),
         (["batch", "--threads", "0", "--prompts", "labels.txt", "--out", "out"], "argument --threads: must be a whole number"),

@@ -156,3 +156,30 @@ def test_the_shared_environment_script_installs_no_clone():
         assert not re.search(r"\s(-e|--editable)\s|\$repo\[|\s\.(\s|$)|\"\$repo\"(\s|$)", line), line
     for name in ("generate.sh", "test.sh"):
         assert 'PYTHONPATH="$repo' in (REPO / "scripts" / name).read_text(), name
+
+
+# --- shared bounds ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("verb", [["generate"], ["caption", "x.png"], ["video"], ["batch", "--prompts", "p.txt", "--out", "o"]])
+@pytest.mark.parametrize("threads", ["100000", "0", "-1"])
+def test_thread_counts_past_the_machine_s_cores_are_one_line(scratch, capsys, verb, threads):
+    """`--threads 100000` started 27,543 threads; `video --threads -1` was a traceback and 0 was ignored."""
+    code, err = run(capsys, *verb, "--threads", threads)
+    assert_one_line_error(code, err, "--threads", "this machine's cores")
+
+
+def test_a_labels_file_with_a_byte_order_mark_reads_its_first_label(scratch, capsys):
+    """A UTF-8 BOM (Windows editors write one) made the first line's class unknown."""
+    from mmspec.runs.batch import read_items
+
+    (scratch / "labels.txt").write_bytes("\ufeffcircle\nsquare\n".encode("utf-8"))
+    assert [item.class_label for item in read_items(scratch / "labels.txt", ["circle", "square"])] == [0, 1]
+
+
+def test_an_init_of_the_wrong_type_is_a_value_error():
+    """`DecodingConfig(init=42)` was a TypeError deep in the drafter lookup."""
+    from mmspec.decoding.config import DecodingConfig
+
+    with pytest.raises(ValueError, match="init must be a drafter name"):
+        DecodingConfig(method="keyed", init=42)

@@ -19,7 +19,7 @@ import torch
 from PIL import Image, UnidentifiedImageError
 
 from mmspec.assets import CAPTIONER_ASSETS
-from mmspec.commands.common import load, positive_int, seed_number
+from mmspec.commands.common import load, positive_int, seed_number, thread_count
 from mmspec.runs.batch import item_seed
 from mmspec.runs.paths import FILE_NAME
 from mmspec.io.files import check_writable
@@ -193,7 +193,7 @@ def add_parser(sub) -> None:
     c.add_argument("images", nargs="+", help="image files, or folders of them")
     c.add_argument("--pipeline", default=str(CAPTIONER_ASSETS),
                    help="saved captioning pipeline directory, or captioner (default: the shipped captioner)")
-    c.add_argument("--threads", type=positive_int, help="torch CPU threads, >= 1 (default: torch's choice)")
+    c.add_argument("--threads", type=thread_count, help="torch CPU threads, 1 to the machine's cores (default: torch's choice)")
     c.add_argument("--prompt", help="the instruction after the image (default: the pipeline's)")
     c.add_argument("--decoding", default="auto",
                    help="auto, ar, sjd, mc-sjd, lookup, mc-sjd+lookup or prompt-lookup (default auto)")

@@ -9,6 +9,7 @@ first, then the output destination, then what depends on the loaded model.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import torch
@@ -44,6 +45,12 @@ def whole_number(text: str, low: int, high: int | None, what: str) -> int:
 
 def positive_int(text: str) -> int:
     return whole_number(text, 1, None, "a whole number >= 1")
+
+
+def thread_count(text: str) -> int:
+    """`--threads`: from 1 to this machine's cores (more threads than cores only contend)."""
+    cores = os.cpu_count() or 1
+    return whole_number(text, 1, cores, f"a whole number from 1 to {cores} (this machine's cores)")
 
 
 def port_number(text: str) -> int:
@@ -217,7 +224,7 @@ def add_pipeline(p: argparse.ArgumentParser, default: Path = DEFAULT_ASSETS, mod
     p.add_argument("--pipeline", default=str(default),
                    help="saved pipeline directory, or a shipped model's name: default, lpd, video, mesh, speech, captioner "
                         f"(default: the shipped {model} model)")
-    p.add_argument("--threads", type=positive_int, help="torch CPU threads, >= 1 (default: torch's choice)")
+    p.add_argument("--threads", type=thread_count, help="torch CPU threads, 1 to the machine's cores (default: torch's choice)")
 
 
 def add_decoding(p: argparse.ArgumentParser) -> None:

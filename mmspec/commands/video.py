@@ -49,7 +49,7 @@ import numpy as np
 import torch
 
 from mmspec.assets import VIDEO_ASSETS
-from mmspec.commands.common import VIDEO_PIPELINES, check_family, pipeline_class_name, positive_int
+from mmspec.commands.common import VIDEO_PIPELINES, check_family, pipeline_class_name, positive_int, thread_count
 from mmspec.runs.batch import item_seed, json_item, read_items, read_lines
 from mmspec.runs.paths import FILE_NAME, class_file_name, file_name
 from mmspec.io.files import atomic_write, check_writable
@@ -102,7 +102,7 @@ def add_video_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scale", type=int, default=4, help="pixel upscaling of the written frames (default 4)")
     p.add_argument("--out", default="outputs/videos", help="output directory (default outputs/videos)")
     p.add_argument("--restart", action="store_true", help="delete an earlier run's results in --out and start over")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--threads", type=thread_count, help="torch CPU threads, 1 to the machine's cores (default: torch's choice)")
 
 
 def decoding_config(args):

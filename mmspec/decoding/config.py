@@ -148,6 +148,8 @@ class DecodingConfig:
             raise ValueError(f"keyed verification tests drafts for equality with AR's token; {self.rule.name} relaxes MC-SJD's "
                              f"test: use mc-sjd+{self.rule.name} (or auto+{self.rule.name})")
         if self.init is not None:
+            if not isinstance(self.init, str) and not hasattr(self.init, "propose"):
+                raise ValueError(f"init must be a drafter name (random, above, lookup, ...) or a drafter object, got {self.init!r}")
             self.drafter  # a clear error for an unknown name
         check_count("head_depth", self.head_depth)
         if self.zipar_window is not None:

@@ -127,7 +127,7 @@ def read_lines(path: str | Path, parse: Callable[[str, int], Any], what: str = "
     line is a one-line ValueError naming the file and the line, and so is an id seen before."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is not part of the first line
     except (OSError, UnicodeDecodeError) as err:
         raise ValueError(f"cannot read {what} {str(path)!r}: {err.strerror if isinstance(err, OSError) else err}") from None
     items, first_line = [], {}
