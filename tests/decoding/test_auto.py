@@ -127,6 +127,22 @@ def test_a_damaged_cost_file_is_measured_again(tmp_path, monkeypatch):
     assert json.loads(path.read_text())["inputs"][0] == 1
 
 
+@pytest.mark.parametrize("bad", [float("nan"), 0.0, -1.0, "1"])
+def test_a_cost_file_with_impossible_seconds_is_measured_again(tmp_path, monkeypatch, bad):
+    """A cached curve with NaN, 0 or negative seconds broke every default run until deleted."""
+    monkeypatch.setenv("MMSPEC_CACHE_DIR", str(tmp_path))
+    model, labels = tiny_model(vocab_size=16, block_size=16), torch.tensor([0])
+    ar, _ = generate(model, labels, "ar", SAMPLING, torch.Generator().manual_seed(0))
+    generate(model, labels, "auto", SAMPLING, torch.Generator().manual_seed(0))
+    [path] = list((tmp_path / "cost").glob("*.json"))
+    data = json.loads(path.read_text())
+    data["seconds"][1] = bad
+    path.write_text(json.dumps(data))
+    tokens, _ = generate(model, labels, "auto", SAMPLING, torch.Generator().manual_seed(0))
+    assert torch.equal(tokens, ar)
+    assert all(x > 0 for x in json.loads(path.read_text())["seconds"])
+
+
 def test_cost_key_changes_with_model_rows_and_threads():
     model = tiny_model()
     key = cost_key(model, 2, torch.device("cpu"), torch.float32, 4)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import logging
 import os
 import platform
@@ -167,7 +168,11 @@ def load_curve(key: str) -> CostCurve | None:
     path = curve_path(key)
     try:
         data = json.loads(path.read_text())
-        return CostCurve(**{k: data[k] for k in ("inputs", "seconds", "rows", "key", "measured")})
+        curve = CostCurve(**{k: data[k] for k in ("inputs", "seconds", "rows", "key", "measured")})
+        if not curve.seconds or len(curve.seconds) != len(curve.inputs) or not all(
+                isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in curve.seconds):
+            raise ValueError("its seconds must be finite and positive, one per size")
+        return curve
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as err:  # a damaged file is measured again
