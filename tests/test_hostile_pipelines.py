@@ -314,3 +314,18 @@ def test_the_docs_do_not_promise_a_decoded_range_the_decoder_overshoots():
         for line in path.read_text().splitlines():
             if "decode(" in line and "[-1, 1]" in line:
                 assert "about [-1, 1]" in line, f"{path.name}: {line}"
+
+
+@pytest.mark.parametrize("call, message", [
+    (dict(class_labels=["circle", None]), "class_labels must be class names or integers"),
+    (dict(class_labels=[0], guidance_scale="3"), "guidance_scale must be a number, got '3'"),
+    (dict(class_labels=[0], temperature="1"), "temperature must be a number, got '1'"),
+    (dict(class_labels=[0], top_p=None, temperature=True), "temperature must be a number, got True"),
+])
+def test_python_calls_with_wrong_types_are_value_errors(call, message):
+    """These were TypeErrors from a comparison deep inside (`'>=' not supported ...`)."""
+    from mmspec.pipelines.llamagen import LlamaGenPipeline
+
+    pipe = LlamaGenPipeline.from_pretrained("default")
+    with pytest.raises(ValueError, match=message):
+        pipe(**call, decoding="ar", output_type="tokens")

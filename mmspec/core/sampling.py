@@ -17,6 +17,8 @@ any other implementation fed the same uniforms (the Triton kernel) draws the sam
 
 from __future__ import annotations
 
+import numbers
+
 from dataclasses import dataclass
 
 import torch
@@ -50,6 +52,10 @@ class SamplingConfig:
     top_p: float = 1.0
 
     def __post_init__(self):
+        for name in ("guidance_scale", "temperature", "top_p"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise ValueError(f"{name} must be a number, got {value!r}")
         if not self.guidance_scale >= 0:
             raise ValueError(f"guidance_scale must be >= 0, got {self.guidance_scale}")
         if not self.temperature >= 0:

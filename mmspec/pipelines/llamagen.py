@@ -50,10 +50,10 @@ def as_class_labels(class_labels, num_classes: int, class_names: list[str] | Non
                 known = f"choose from {', '.join(names)}" if names else "this model has no class names; give labels"
                 raise ValueError(f"unknown class name {v!r}; {known}")
         values = [names.index(v) if isinstance(v, str) else v for v in values]
-        bad = next((v for v in values if isinstance(v, bool) or not isinstance(v, numbers.Integral)), None)
-        if bad is not None or isinstance(class_labels, bool):
+        bad = [v for v in values if isinstance(v, bool) or not isinstance(v, numbers.Integral)]
+        if bad or isinstance(class_labels, bool):
             raise ValueError(f"class_labels must be class names or integers (or a list of them), got "
-                             f"{bad if bad is not None else class_labels!r}")
+                             f"{bad[0] if bad else class_labels!r}")
         out = next((v for v in values if not 0 <= v < num_classes), None)
         if out is not None:  # before torch.tensor, which cannot hold 10**20
             raise ValueError(f"class label {out} is out of range [0, {num_classes})")
