@@ -183,3 +183,31 @@ def test_an_init_of_the_wrong_type_is_a_value_error():
 
     with pytest.raises(ValueError, match="init must be a drafter name"):
         DecodingConfig(method="keyed", init=42)
+
+
+def test_a_method_named_twice_in_bench_is_one_line(scratch, capsys):
+    code, err = run(capsys, "bench", "--methods", "ar", "sjd", "ar", "--per-class", "1")
+    assert_one_line_error(code, err, "--methods names ar twice")
+
+
+@pytest.mark.parametrize("seed", ["-1", "x"])
+def test_video_refuses_a_negative_seed(scratch, capsys, seed):
+    """`video --seed -1` was accepted; every other verb refuses it."""
+    code, err = run(capsys, "video", "--seed", seed)
+    assert_one_line_error(code, err, "--seed")
+
+
+@pytest.mark.parametrize("repulsion", [float("nan"), float("inf"), -1.0, "2", True])
+def test_an_lpd_repulsion_that_is_no_number_is_refused(repulsion):
+    from mmspec.decoding.config import LPDDecoding
+
+    with pytest.raises(ValueError, match="repulsion must be a finite number"):
+        LPDDecoding(steps=20, repulsion=repulsion)
+
+
+def test_a_mesh_constrain_that_is_no_bool_is_refused():
+    """`constrain='no'` meant True."""
+    from mmspec.pipelines import load_pipeline
+
+    with pytest.raises(ValueError, match="constrain must be True or False, got 'no'"):
+        load_pipeline("mesh")(class_labels=["box"], num_meshes=1, constrain="no")

@@ -72,6 +72,9 @@ def decoding_configs(args, default: str = DEFAULT_DECODING) -> list:
     from mmspec.decoding.config import parse_decoding
 
     names = args.methods if args.command == "bench" else [args.decoding or default]
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is not None:
+        raise UserError(f"--methods names {twice} twice; each method runs once")
     # one grammar for every name: LPD's (lpd-20, ...) parse to an LPDDecoding, which the flags do not apply to
     return [parse_decoding(n, window=args.window, zipar_window=args.zipar_window, init=args.init, branches=args.branches,
                            step_test=args.step_test, cost=args.cost)

@@ -49,7 +49,7 @@ import numpy as np
 import torch
 
 from mmspec.assets import VIDEO_ASSETS
-from mmspec.commands.common import VIDEO_PIPELINES, check_family, pipeline_class_name, positive_int, thread_count
+from mmspec.commands.common import VIDEO_PIPELINES, check_family, pipeline_class_name, positive_int, seed_number, thread_count
 from mmspec.runs.batch import item_seed, json_item, read_items, read_lines
 from mmspec.runs.paths import FILE_NAME, class_file_name, file_name
 from mmspec.io.files import atomic_write, check_writable
@@ -97,7 +97,7 @@ def add_video_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--frame-rows", type=int, help="frame schedule: open a frame once the previous has this many rows (relaxed)")
     p.add_argument("--guidance-scale", type=float, help="class pipelines: classifier-free guidance scale (default: the pipeline's)")
     p.add_argument("--temperature", type=float, help="sampling temperature (default: the pipeline's)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=seed_number, default=0, help="random seed, 0 to 2**63 - 1 (default 0)")
     p.add_argument("--format", default="gif", help=f"output format: {', '.join(VIDEO_FORMATS)} (default gif)")
     p.add_argument("--scale", type=int, default=4, help="pixel upscaling of the written frames (default 4)")
     p.add_argument("--out", default="outputs/videos", help="output directory (default outputs/videos)")

@@ -20,6 +20,8 @@ An `LPDDecoding` is the number of forwards (LPD's group sizes) and the order's r
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -346,6 +348,11 @@ class LPDDecoding:
     repulsion: int | None = None
 
     exact = True  # each group is drawn from the model's own distribution over it
+
+    def __post_init__(self):
+        r = self.repulsion
+        if r is not None and (isinstance(r, bool) or not isinstance(r, numbers.Real) or not math.isfinite(r) or r < 0):
+            raise ValueError(f"repulsion must be a finite number >= 0 (or None for the pipeline's), got {r!r}")
 
     @property
     def name(self) -> str:

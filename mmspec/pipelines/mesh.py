@@ -242,6 +242,8 @@ class MeshPipeline(MMSpecPipeline):
         labels = self.class_labels_of(class_labels)
         if isinstance(num_meshes, bool) or not isinstance(num_meshes, int) or num_meshes < 1:
             raise ValueError(f"num_meshes must be an integer >= 1, got {num_meshes!r}")
+        if not isinstance(constrain, bool):  # the string "no" would mean True
+            raise ValueError(f"constrain must be True or False, got {constrain!r}")
         faces = self.max_faces if max_faces is None else check_max_faces(max_faces, self.model)
         config = mesh_decoding(decoding, window)
         labels = None if labels is None else [label for label in labels for _ in range(num_meshes)]
