@@ -329,3 +329,15 @@ def test_python_calls_with_wrong_types_are_value_errors(call, message):
     pipe = LlamaGenPipeline.from_pretrained("default")
     with pytest.raises(ValueError, match=message):
         pipe(**call, decoding="ar", output_type="tokens")
+
+
+def test_a_string_guidance_scale_in_model_index_json_names_the_file_and_key(tmp_path):
+    """A string `guidance_scale` saved in `model_index.json` was a TypeError at the first call."""
+    from mmspec.pipelines.llamagen import LlamaGenPipeline
+
+    shutil.copytree(DEFAULT_ASSETS, tmp_path / "pipe")
+    index = json.loads((tmp_path / "pipe" / "model_index.json").read_text())
+    index["default_sampling"]["guidance_scale"] = "3"
+    (tmp_path / "pipe" / "model_index.json").write_text(json.dumps(index))
+    with pytest.raises(ValueError, match=r"model_index.json: guidance_scale must be a number, got '3'"):
+        LlamaGenPipeline.from_pretrained(tmp_path / "pipe")

@@ -113,7 +113,10 @@ class MMSpecPipeline(DiffusionPipeline):
         if cls.keeps_metadata:
             known = {"_class_name", *cls.declared_components, *cls.config_attributes}
             settings["metadata"] = {key: value for key, value in index.items() if key not in known}
-        pipe = cls(**components, **settings)
+        try:
+            pipe = cls(**components, **settings)
+        except ValueError as err:  # a value model_index.json gave (a string guidance scale, a bad class name list)
+            raise ValueError(f"{root / 'model_index.json'}: {err}") from None
         return pipe.to(dtype) if cls.cast_after_loading and dtype is not None else pipe
 
     def save_pretrained(self, save_directory: str | Path, **kwargs) -> None:

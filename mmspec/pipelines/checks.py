@@ -51,7 +51,9 @@ def resolve_sampling(family: dict, saved: dict | None = None) -> dict:
     if unknown:
         raise ValueError(f"default_sampling has unknown keys {', '.join(unknown)}; known: {', '.join(sorted(fields))}")
     base = SamplingConfig()
-    return {**{k: getattr(base, k) for k in SAMPLING_KEYS}, **family, **saved}
+    resolved = {**{k: getattr(base, k) for k in SAMPLING_KEYS}, **family, **saved}
+    SamplingConfig(**resolved)  # a string scale or a negative temperature: refused when loaded, not at the first call
+    return resolved
 
 
 def sampling_config(defaults: dict, **overrides) -> SamplingConfig:
