@@ -24,13 +24,11 @@ Orpheus clip of 1,200 tokens needs.
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
-from tqdm import tqdm
 
 from mmspec.decoding.config import DecodingConfig
-from mmspec.runs.bench import MethodResult, dated_environment, report
+from mmspec.runs.bench import dated_environment, report, side_by_side
 
 TEXTS = ["Hey there, how are you?", "The quick brown fox.", "It is raining again, sadly.", "Numbers: one, two, three.",
          "Okay, let us go!"]
@@ -80,32 +78,21 @@ def main() -> None:
     length = {} if args.max_new_tokens is None else {"max_new_tokens": args.max_new_tokens}
     for config in methods:
         pipe.check_decoding(config)
-    forwards = {c.describe(): [] for c in methods}
-    seconds = dict.fromkeys(forwards, 0.0)
-    same = dict.fromkeys(forwards, 0)
-    audio_s = 0.0
     pipe(TEXTS[0], voice=args.voice, decoding="ar", **length)  # warm-up: first calls allocate and measure auto's cost curve
     pipe(TEXTS[0], voice=args.voice, decoding="auto", **length)
     work = [(text, seed) for text in TEXTS for seed in range(args.seeds)]
-    for text, seed in tqdm(work, desc="clips"):
-        ar_tokens = None
-        for config in methods:
-            start = time.perf_counter()
-            out = pipe(text, voice=args.voice, decoding=config, generator=torch.Generator().manual_seed(seed), **length)
-            if args.device != "cpu":
-                torch.cuda.synchronize()
-            seconds[config.describe()] += time.perf_counter() - start
-            forwards[config.describe()].append(out.stats[0].forward_passes)
-            ar_tokens = out.tokens if ar_tokens is None else ar_tokens
-            same[config.describe()] += int(torch.equal(out.tokens, ar_tokens))
-            if config.method == "ar":
-                audio_s += len(out.audios[0]) / out.sample_rate
-    results = []
-    for config in methods:
-        name = config.describe()
-        result = MethodResult(name, config.exact, torch.empty(0), forwards[name], seconds[name])
-        result.quality = {"forwards_per_audio_s": sum(forwards[name]) / max(audio_s, 1e-9), "same_tokens_as_ar": same[name] / len(work)}
-        results.append(result)
+    audio_s = [0.0]  # AR's clips, in seconds of audio
+
+    def add_audio(config, out):
+        if config.method == "ar":
+            audio_s[0] += len(out.audios[0]) / out.sample_rate
+
+    results = side_by_side(methods, len(work), device=args.device, desc="clips", on_output=add_audio,
+                           decode=lambda i, config: pipe(work[i][0], voice=args.voice, decoding=config,
+                                                         generator=torch.Generator().manual_seed(work[i][1]), **length))
+    audio_s = audio_s[0]
+    for result in results:
+        result.quality["forwards_per_audio_s"] = sum(result.forward_passes) / max(audio_s, 1e-9)
     sampling = {**pipe.default_sampling, **({"repetition_penalty": pipe.repetition_penalty} if family == "orpheus" else {})}
     label = args.name or (args.model if not args.pipeline else args.pipeline)
     label += "" if args.max_new_tokens is None else f", at most {args.max_new_tokens} tokens a clip"

@@ -35,7 +35,7 @@ from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.schedules import Frames
 from mmspec.models.networks.cosmos import CosmosAR, CosmosARConfig
 from mmspec.pipelines.cosmos import CosmosPipeline
-from mmspec.runs.bench import MethodResult, dated_environment, report
+from mmspec.runs.bench import dated_environment, report, side_by_side
 from mmspec.tokenizers.cosmos_video import CosmosVideoTokenizer
 from tests.helpers.cosmos import TOKENIZER
 
@@ -116,29 +116,11 @@ def main() -> None:
     methods.append(dataclasses.replace(DecodingConfig.from_name("mc-sjd", init="previous-frame"), schedule=Frames(rows // 2)))
     for config in methods:
         pipe.check_decoding(config)
-    forwards = {c.describe(): [] for c in methods}
-    seconds = dict.fromkeys(forwards, 0.0)
-    same = dict.fromkeys(forwards, 0)
     call = dict(num_input_frames=args.input_frames, output_type="pt")
     pipe(inputs[0], decoding="ar", **call)  # warm-up: first calls allocate and measure auto's cost curve
     pipe(inputs[0], decoding="auto", **call)
-    for i, video in enumerate(tqdm(inputs, desc="videos")):
-        ar_tokens = None
-        for config in methods:
-            begin = time.perf_counter()
-            out = pipe(video, decoding=config, generator=torch.Generator().manual_seed(i), **call)
-            if args.device != "cpu":
-                torch.cuda.synchronize()
-            seconds[config.describe()] += time.perf_counter() - begin
-            forwards[config.describe()].append(out.stats[0].forward_passes)
-            ar_tokens = out.tokens if ar_tokens is None else ar_tokens
-            same[config.describe()] += int(torch.equal(out.tokens, ar_tokens))
-    results = []
-    for config in methods:
-        name = config.describe()
-        result = MethodResult(name, config.exact, torch.empty(0), forwards[name], seconds[name])
-        result.quality = {"same_tokens_as_ar": same[name] / len(inputs)}
-        results.append(result)
+    results = side_by_side(methods, len(inputs), device=args.device, desc="videos", decode=lambda i, config: pipe(
+        inputs[i], decoding=config, generator=torch.Generator().manual_seed(i), **call))
     frames, h, w = pipe.latent_shape
     meta = {
         "description": f"CosmosPipeline ({args.name}: {trained}), latent {frames} x {h} x {w} ({pipe.num_frames} frames of "

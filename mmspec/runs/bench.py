@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 from PIL import Image, ImageDraw
+from tqdm import tqdm
 
 from mmspec.io.files import atomic_write
 from mmspec.decoding.auto import describe_choices, merge_choices
@@ -71,6 +72,34 @@ def run_methods(
         results.append(MethodResult(config.describe(), config.exact, torch.cat(images), forwards, time.perf_counter() - start,
                                     choices=merge_choices(choices) if choices else None))
     return results
+
+
+def side_by_side(methods: list[DecodingConfig], samples: int, decode: Callable, *, device: str = "cpu",
+                 on_output: Callable | None = None, desc: str = "samples") -> list[MethodResult]:
+    """Sample i decoded by every method in turn, AR first (`decode(i, config)` returns the
+    pipeline's output, `.tokens` and `.stats`): per method its forwards, seconds (the call,
+    synchronised on a GPU, each sample beside its AR twin on a noisy machine) and the share
+    of samples that gave AR's tokens (`quality["same_tokens_as_ar"]`). `on_output(config, out)`
+    sees every output (to add up what a table needs besides)."""
+    forwards = {c.describe(): [] for c in methods}
+    seconds = dict.fromkeys(forwards, 0.0)
+    same = dict.fromkeys(forwards, 0)
+    for i in tqdm(range(samples), desc=desc):
+        ar_tokens = None
+        for config in methods:
+            begin = time.perf_counter()
+            out = decode(i, config)
+            if device != "cpu":
+                torch.cuda.synchronize()
+            name = config.describe()
+            seconds[name] += time.perf_counter() - begin
+            forwards[name].append(out.stats[0].forward_passes)
+            ar_tokens = out.tokens if ar_tokens is None else ar_tokens
+            same[name] += int(torch.equal(out.tokens, ar_tokens))
+            if on_output is not None:
+                on_output(config, out)
+    return [MethodResult(c.describe(), c.exact, torch.empty(0), forwards[c.describe()], seconds[c.describe()],
+                         quality={"same_tokens_as_ar": same[c.describe()] / samples}) for c in methods]
 
 
 def score_images(results: list[MethodResult], labels: torch.Tensor, real: torch.Tensor, classifier) -> None:
