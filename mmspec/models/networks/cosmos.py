@@ -328,7 +328,7 @@ class CosmosAR(DeviceDtypeMixin, nn.Module):
         return session
 
     def _cached_forward(self, h, slots, cache, segments=None, key_valid=None, acts_as=None, visible=None,
-                        hidden_layers=None):
+                        hidden_layers=None, hidden_last=False):
         """Runs embeddings `h [B, n, dim]` at cache `slots [B, n]` (slot = rotary position in
         the full video); float logits `[B, n, V]`, and with `hidden_layers` the outputs of
         those layers (as `LlamaGenGPT._cached_forward`)."""
@@ -336,7 +336,8 @@ class CosmosAR(DeviceDtypeMixin, nn.Module):
         at = (slots if acts_as is None else acts_as).clamp(max=cos.shape[0] - 1)  # scratch slots reuse the last row
         cos, sin = cos[at][:, :, None], sin[at][:, :, None]
         mask = attention_bias(cache.attention_mask(slots, segments, key_valid, acts_as, visible), h.dtype)
-        h, hidden = through_layers(self.layers, h, lambda layer, i, x: layer(x, cos, sin, mask, cache, i, slots), hidden_layers)
+        h, hidden = through_layers(self.layers, h, lambda layer, i, x: layer(x, cos, sin, mask, cache, i, slots), hidden_layers,
+                                   hidden_last)
         logits = self.output(self.norm(h)).float()
         return logits if hidden_layers is None else (logits, hidden)
 

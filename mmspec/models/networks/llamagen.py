@@ -190,16 +190,17 @@ def attention_bias(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.full(mask.shape, float("-inf"), dtype=dtype, device=mask.device).masked_fill_(mask, 0.0)
 
 
-def through_layers(layers, h: torch.Tensor, run, hidden_layers=None) -> tuple[torch.Tensor, torch.Tensor | None]:
+def through_layers(layers, h: torch.Tensor, run, hidden_layers=None, last: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Runs `h` through `layers` (`run(layer, i, h)` runs layer i); returns the last output
     and, with `hidden_layers` (indices, negative from the end), those layers' outputs
-    concatenated along the features, else None. Draft heads read them."""
+    concatenated along the features (at the last position alone when `last`), else None.
+    Draft heads read them."""
     wanted = [] if hidden_layers is None else [i % len(layers) for i in hidden_layers]
     outputs = {}
     for i, layer in enumerate(layers):
         h = run(layer, i, h)
         if i in wanted:
-            outputs[i] = h
+            outputs[i] = h[:, -1:] if last else h
     return h, (torch.cat([outputs[i] for i in wanted], -1) if wanted else None)
 
 
@@ -446,16 +447,18 @@ class LlamaGenGPT(DeviceDtypeMixin, nn.Module):
         return LlamaGenSession(self, cache, prefix, mask, batch_size=B, guided=guided)
 
     def _cached_forward(self, h, slots, cache, segments=None, key_valid=None, acts_as=None, visible=None,
-                        hidden_layers=None):
+                        hidden_layers=None, hidden_last=False):
         """Runs embeddings `h [R, n, dim]` at cache `slots [R, n]`; float logits `[R, n, V]`.
         `acts_as` and `visible`: tree attention (see `StaticKVCache.attention_mask`). With
         `hidden_layers` (layer indices), also the outputs of those layers, concatenated:
-        `(logits, hidden [R, n, dim * len(hidden_layers)])`."""
+        `(logits, hidden [R, n, dim * len(hidden_layers)])` (`[R, 1, ...]`, the last input's,
+        with `hidden_last`)."""
         table = self.rope_table(h.device)
         at = slots if acts_as is None else acts_as
         rope = table[at.clamp(max=table.shape[0] - 1), None]  # scratch slots past the grid reuse the last row
         mask = attention_bias(cache.attention_mask(slots, segments, key_valid, acts_as, visible), h.dtype)
-        h, hidden = through_layers(self.layers, h, lambda layer, i, x: layer(x, rope, mask, cache, i, slots), hidden_layers)
+        h, hidden = through_layers(self.layers, h, lambda layer, i, x: layer(x, rope, mask, cache, i, slots), hidden_layers,
+                                   hidden_last)
         logits = self.output(self.norm(h)).float()
         return logits if hidden_layers is None else (logits, hidden)
 
@@ -477,11 +480,12 @@ class LlamaGenSession(CachedSession):
         rows, P = prefix.shape[:2]
         slots = torch.arange(P, device=prefix.device).expand(rows, P)
         every_layer = range(len(model.layers))
-        logits, hidden = model._cached_forward(prefix, slots, cache, key_valid=prefix_mask, hidden_layers=every_layer)
+        logits, hidden = model._cached_forward(prefix, slots, cache, key_valid=prefix_mask, hidden_layers=every_layer,
+                                               hidden_last=True)
         valid = torch.ones_like(slots, dtype=torch.bool) if prefix_mask is None else prefix_mask
         cache.commit(slots, valid)
         self._prefill = self.split(logits[:, -1:])
-        self.prefill_states = hidden[:, -1:].unflatten(-1, (len(model.layers), -1))  # [rows, 1, layers, dim]
+        self.prefill_states = hidden.unflatten(-1, (len(model.layers), -1))  # [rows, 1, layers, dim]: what predicts position 0
         self.hidden_layers = None  # layer indices whose outputs forwards return (draft heads read them)
 
     def prefill_logits(self) -> GuidedLogits:
