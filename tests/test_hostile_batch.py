@@ -117,3 +117,13 @@ def test_a_rerun_that_gives_a_class_by_name_instead_of_by_label_is_the_same_run(
     (tmp_path / "other.txt").write_text("b\n")  # and a name is compared as its label: b is class 1, not 0
     assert main([*saved, "--prompts", str(tmp_path / "other.txt")]) == 2
     assert "was generated for class 0, not for class 1" in capsys.readouterr().err
+
+
+def test_a_rerun_says_how_many_items_it_wrote_and_how_many_were_done(saved, tmp_path, capsys):
+    """A rerun with nothing left to do said "wrote 12 items"."""
+    (tmp_path / "labels.txt").write_text("0\n1\n")
+    argv = [*saved, "--prompts", str(tmp_path / "labels.txt")]
+    assert main(argv) == 0
+    assert "wrote 2 items (0 already done)" in capsys.readouterr().out
+    assert main(argv) == 0
+    assert "wrote 0 items (2 already done)" in capsys.readouterr().out

@@ -211,3 +211,31 @@ def test_a_mesh_constrain_that_is_no_bool_is_refused():
 
     with pytest.raises(ValueError, match="constrain must be True or False, got 'no'"):
         load_pipeline("mesh")(class_labels=["box"], num_meshes=1, constrain="no")
+
+
+# --- names and disks ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("verb, flag", [("generate", "--out"), ("batch", "--out")])
+def test_an_output_name_longer_than_file_systems_take_is_one_line(capsys, scratch, verb, flag):
+    """A 300-character `--out` was `OSError: File name too long` from inside `stat`."""
+    (scratch / "items.txt").write_text("0\n")
+    extra = ["--prompts", "items.txt"] if verb == "batch" else []
+    code, err = run(capsys, verb, *extra, flag, "a" * 300 + ".png")
+    assert_one_line_error(code, err, "255 bytes")
+
+
+def test_the_default_pipeline_is_recorded_as_the_shipped_folder_whatever_its_spelling(capsys, scratch):
+    """`--pipeline default` was recorded as `<cwd>/default`: the run could not resume from
+    another folder or under the folder's path."""
+    import json
+
+    from mmspec.assets import DEFAULT_ASSETS
+
+    (scratch / "items.txt").write_text("0\n")
+    flags = ["--prompts", "items.txt", "--out", "b", "--decoding", "ar", "--cost", "off"]
+    assert main(["batch", "--pipeline", "default", *flags]) == 0
+    assert json.loads((scratch / "b" / "run.json").read_text())["settings"]["pipeline"] == str(DEFAULT_ASSETS.resolve())
+    capsys.readouterr()
+    assert main(["batch", "--pipeline", str(DEFAULT_ASSETS), *flags]) == 0  # the same run: nothing left to do
+    assert "wrote 0 items (1 already done)" in capsys.readouterr().out

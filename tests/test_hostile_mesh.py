@@ -147,3 +147,37 @@ def test_meshes_per_call_past_the_cache_budget_are_refused(mesh_dir):
         pipe(class_labels="box", num_meshes=10**6)
     with pytest.raises(ValueError, match="meshes in one call exceed"):
         pipe(class_labels=["box", "cone"], num_meshes=limit // 2 + 1)
+
+
+@pytest.mark.parametrize("flags, named", [(["--window", "100000"], "window 100000"), (["--max-faces", "100000"], "max_faces")])
+def test_a_window_or_face_count_past_the_model_is_refused_before_anything_is_written(mesh_dir, tmp_path, capsys, flags, named):
+    """`mesh --window 100000` and `--max-faces 100000` wrote run.json and its folders, then refused."""
+    out_dir = tmp_path / "m"
+    code = main(["mesh", "--pipeline", str(mesh_dir), "--decoding", "sjd", "--out-dir", str(out_dir), *flags])
+    assert code == 2 and named in one_error(capsys)
+    assert not out_dir.exists()
+
+
+def test_a_full_disk_is_one_line_and_a_rerun_resumes(mesh_dir, tmp_path, capsys, monkeypatch):
+    """A write the disk refuses (ENOSPC) was a traceback; the results written before it stay."""
+    import errno
+    import os
+
+    import mmspec.io.files as files
+
+    real_replace, writes = os.replace, []
+
+    def disk_fills_after_run_json(src, dst):
+        writes.append(dst)
+        if len(writes) > 1:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(files.os, "replace", disk_fills_after_run_json)
+    out_dir = tmp_path / "m"
+    assert mesh(mesh_dir, out_dir, "--classes", "box") == 2
+    assert "No space left on device" in one_error(capsys)
+    assert (out_dir / "run.json").exists() and not list(out_dir.rglob("*.tmp"))
+    monkeypatch.setattr(files.os, "replace", real_replace)
+    assert mesh(mesh_dir, out_dir, "--classes", "box") == 0
+    assert (out_dir / "meshes" / "box_0.glb").exists()

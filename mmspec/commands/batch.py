@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from mmspec.commands.common import add_decoding, add_method, add_pipeline, checked_decodings, load, sampling_kwargs
+from mmspec.commands.common import add_decoding, add_method, add_pipeline, checked_decodings, load, recorded_pipeline, sampling_kwargs
 
 
 def add_parser(sub) -> None:
@@ -52,11 +52,12 @@ def cmd_batch(args) -> None:
                              position=state.process_index))
         bars[0].update(1)
 
-    run_batch(pipe, items, out_dir, decoding=config, seed=args.seed, rank=state.process_index, world_size=state.num_processes,
-              call_kwargs=sampling_kwargs(args), pipeline=str(Path(args.pipeline).resolve()), on_item=progress)
+    made = run_batch(pipe, items, out_dir, decoding=config, seed=args.seed, rank=state.process_index, world_size=state.num_processes,
+              call_kwargs=sampling_kwargs(args), pipeline=recorded_pipeline(args.pipeline), on_item=progress)
     for bar in bars:
         bar.close()
     state.wait_for_everyone()
     if state.is_main_process:
         manifest = write_manifest(out_dir, items)
-        print(f"wrote {len(items)} items; manifest: {manifest}")
+        done_before = len(mine) - len(made)  # this process's share; with several, each writes its own
+        print(f"wrote {len(made)} items ({done_before} already done); manifest: {manifest}")

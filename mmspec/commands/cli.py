@@ -6,6 +6,7 @@ A user error prints one line and exits with status 2, before any work.
 
 from __future__ import annotations
 
+import errno
 import logging
 import sys
 
@@ -13,6 +14,9 @@ from mmspec.commands import batch, bench, caption, demo, generate, mesh, speak, 
 from mmspec.commands.common import OneLineParser, UserError, decoding_configs, sampling_kwargs
 
 VERBS = (generate, bench, batch, caption, mesh, speak, video, demo, train_drafter)
+# the disk refused a write: no mistake in the request, but one line too (files are written
+# atomically, and the verbs that run batches resume where they stopped)
+WRITE_FAILURES = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
 
 
 def build_parser() -> OneLineParser:
@@ -37,6 +41,13 @@ def main(argv: list[str] | None = None) -> int:
     except (UserError, ValueError) as err:
         message = " ".join(str(err).split())  # one line, even for a library's multi-line message
         print(f"mmspec {args.command}: error: {message}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        if err.errno not in WRITE_FAILURES:
+            raise
+        out = getattr(args, "out", None) or getattr(args, "out_dir", None)
+        print(f"mmspec {args.command}: error: cannot write {out}: {err.strerror}; free space there or choose another output",
+              file=sys.stderr)
         return 2
     return 0
 

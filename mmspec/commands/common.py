@@ -111,6 +111,14 @@ def pipeline_class_name(pipeline: str) -> str | None:
     return read_json(root / "model_index.json", "pipeline").get("_class_name") if root.is_dir() else None
 
 
+def recorded_pipeline(pipeline: str) -> str:
+    """The absolute folder `--pipeline` names, as a run records it: `default` and the
+    shipped model's path are one pipeline, from any working directory."""
+    from mmspec.assets import pipeline_path
+
+    return str(pipeline_path(pipeline).resolve())
+
+
 def check_family(command: str, pipeline: str) -> None:
     """Refuses, before loading, a pipeline folder of a family the verb does not run, naming
     the verb that does (`generate` on the video model: use `mmspec video`)."""
@@ -200,8 +208,9 @@ def class_index(text: str, class_names: list[str]) -> int:
 def check_new_file(path: Path, overwrite: bool) -> None:
     """`path` can be written: not a folder, not an existing file (unless `overwrite`), in a
     writable folder."""
-    from mmspec.io.files import check_writable
+    from mmspec.io.files import check_name_lengths, check_writable
 
+    check_name_lengths(path)
     if path.is_dir():
         raise UserError(f"output {str(path)!r} is a folder; give a file path such as {str(path / 'grid.png')!r}")
     if path.exists() and not overwrite:

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from mmspec.assets import MESH_ASSETS
-from mmspec.commands.common import add_pipeline, positive_int, seed_number
+from mmspec.commands.common import add_pipeline, positive_int, recorded_pipeline, seed_number
 from mmspec.runs.paths import class_file_name, file_name
 
 from mmspec.io.files import atomic_write, check_writable
@@ -95,8 +95,9 @@ def run(args) -> None:
     """The verb: flags and output checked first, then the model, then the run (every file
     name, the bounds, the folder's earlier run), then one mesh at a time."""
     from mmspec.io.mesh import is_valid, render_preview, save_mesh
-    from mmspec.pipelines.mesh import MeshPipeline, mesh_decoding
-    from mmspec.pipelines.checks import sampling_config
+    from mmspec.models.adapters.mesh_opt import MeshXLModel
+    from mmspec.pipelines.checks import check_decoding_memory, sampling_config
+    from mmspec.pipelines.mesh import MeshPipeline, check_max_faces, mesh_decoding
     from mmspec.runs.runner import Run, RunItem
 
     sampling = {k: v for k, v in dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p).items() if v is not None}
@@ -110,7 +111,8 @@ def run(args) -> None:
     pipe.set_progress_bar_config(disable=True)
     if pipe.class_names is None:
         raise ValueError("mmspec mesh runs class-conditional mesh models; this one is unconditional")
-    faces = args.max_faces or pipe.max_faces
+    faces = pipe.max_faces if args.max_faces is None else check_max_faces(args.max_faces, pipe.model)
+    check_decoding_memory(config, MeshXLModel(pipe.model, faces).layout(), 1)  # the window, before run.json is written
     if args.items:
         if args.classes:
             raise ValueError("give --classes or --items, not both")
@@ -125,7 +127,7 @@ def run(args) -> None:
         items = [(f"{class_file_name(c)}_{k}", c) for c in classes for k in range(args.per_class)]
     formats = list(dict.fromkeys(args.format))
     mesh_files = tuple(f"meshes/{{id}}.{fmt}" for fmt in formats)
-    settings = {"pipeline": str(Path(args.pipeline).resolve()), "decoding": {"name": config.name, **dataclasses.asdict(config)},
+    settings = {"pipeline": recorded_pipeline(args.pipeline), "decoding": {"name": config.name, **dataclasses.asdict(config)},
                 "sampling": {**pipe.default_sampling, **sampling}, "max_faces": faces, "formats": formats, "seed": args.seed}
     tasks = [RunItem(item_id, {"class": cls}, args.seed + i) for i, (item_id, cls) in enumerate(items)]
     if args.restart:

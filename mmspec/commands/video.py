@@ -49,7 +49,7 @@ import numpy as np
 import torch
 
 from mmspec.assets import VIDEO_ASSETS
-from mmspec.commands.common import VIDEO_PIPELINES, check_family, pipeline_class_name, positive_int, seed_number, thread_count
+from mmspec.commands.common import VIDEO_PIPELINES, check_family, pipeline_class_name, positive_int, recorded_pipeline, seed_number, thread_count
 from mmspec.runs.batch import item_seed, json_item, read_items, read_lines
 from mmspec.runs.paths import FILE_NAME, class_file_name, file_name
 from mmspec.io.files import atomic_write, check_writable
@@ -360,7 +360,7 @@ def earlier_videos(out_dir: Path, class_names: list[str]) -> list[str]:
 
 def video_settings(pipe, args, config, frames: int, fmt: str, sampling: dict) -> dict:
     """What decides every video of a run besides its inputs."""
-    return {"pipeline": str(Path(args.pipeline).resolve()), "decoding": {"name": config.name, **dataclasses.asdict(config)},
+    return {"pipeline": recorded_pipeline(args.pipeline), "decoding": {"name": config.name, **dataclasses.asdict(config)},
             "frames": frames, "seed": args.seed, "format": fmt, "scale": args.scale,
             "sampling": {**pipe.default_sampling, **sampling}}
 

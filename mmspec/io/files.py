@@ -9,10 +9,23 @@ from collections.abc import Callable
 from pathlib import Path
 
 
+# the longest file or folder name Linux file systems take (os.pathconf's PC_NAME_MAX)
+NAME_MAX_BYTES = 255
+
+
+def check_name_lengths(path: Path) -> None:
+    """Refuses a path with a name longer than `NAME_MAX_BYTES` (`stat` itself fails on it)."""
+    too_long = next((part for part in Path(path).parts if len(os.fsencode(part)) > NAME_MAX_BYTES), None)
+    if too_long is not None:
+        raise ValueError(f"output name {too_long[:40]!r}... is {len(os.fsencode(too_long))} bytes long; "
+                         f"file systems take names of at most {NAME_MAX_BYTES} bytes")
+
+
 def check_writable(out_dir: Path) -> None:
     """Proves that `out_dir` can be created (if missing) and written, creating nothing: a
     file is written and deleted in its nearest existing ancestor."""
     out_dir = Path(out_dir)
+    check_name_lengths(out_dir)
     existing = next(p for p in (out_dir, *out_dir.absolute().parents) if p.exists())
     if not existing.is_dir():
         raise ValueError(f"output directory {str(out_dir)!r} is not writable: {existing} is a file")
