@@ -309,5 +309,9 @@ class LlamaGenVQ(DeviceDtypeMixin, nn.Module):
     @torch.no_grad()
     def decode(self, codes: torch.Tensor, hw: tuple[int, int] | None = None) -> torch.Tensor:
         """Images `[B, 3, H, W]`, about [-1, 1] (not clamped: the decoder may overshoot a little; the
-        pipelines clamp), of codes `[B, h*w]` (row-major)."""
-        return self.decode_latent(self.embed_codes(codes.to(self.quant_conv.weight.device), hw))
+        pipelines clamp), of codes `[B, h*w]` (row-major).
+
+        Each image is decoded alone: a batched convolution may sum in another order, and its
+        pixels would then differ from the same codes decoded alone by a rounding step."""
+        codes = codes.to(self.quant_conv.weight.device)
+        return torch.cat([self.decode_latent(self.embed_codes(row[None], hw)) for row in codes])
