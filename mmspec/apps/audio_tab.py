@@ -12,6 +12,7 @@ import gradio as gr
 import torch
 
 from mmspec.apps.clip_pair import clip_pair_column, side_by_side
+from mmspec.apps.fields import seed_field, whole
 from mmspec.runs.batch import MAX_SEED
 from mmspec.decoding.config import DecodingConfig
 from mmspec.models.adapters.musicgen import undelay
@@ -34,7 +35,8 @@ def commit_frames(commit_iteration: torch.Tensor, codebooks: int) -> torch.Tenso
 
 
 def speak_both(pipe, word: str, label: str, seed: int, sampling: dict):
-    """AR and the chosen method from one seed: two clips, a cost table, two heatmaps."""
+    """AR and the chosen method from one seed: two clips, a cost table, two heatmaps and
+    the line saying whether the accelerated clip has AR's very tokens."""
     say = lambda config: pipe(word, decoding=config, generator=torch.Generator().manual_seed(seed), **sampling)
     return side_by_side(say, (DecodingConfig.from_name("ar"), FAST_METHODS[label]),
                         lambda commits: commit_frames(commits, pipe.codebooks), "(codebook, frame)")
@@ -67,11 +69,11 @@ def build_speech_tab(pipe=None) -> None:
         with gr.Column(scale=1):
             word = gr.Dropdown(pipe.words, value=pipe.words[7 % len(pipe.words)], label="word")
             method = gr.Dropdown(list(FAST_METHODS), value=next(iter(FAST_METHODS)), label="accelerated method")
-            seed = gr.Textbox(value="0", label="seed")
+            seed = seed_field()
             guidance_scale = gr.Slider(0, 10, value=defaults["guidance_scale"], step=0.25, label="guidance scale")
             temperature = gr.Slider(0, 2, value=defaults["temperature"], step=0.05, label="temperature (0 = greedy)")
             run = gr.Button("Speak", variant="primary")
-            status = gr.Markdown("")
+            status = gr.Markdown("", label="status")
         ar_audio, fast_audio, stats, heatmaps = clip_pair_column("commit order over (codebook, frame)")
 
     def speak(word, method, seed, guidance_scale, temperature):
@@ -81,15 +83,13 @@ def build_speech_tab(pipe=None) -> None:
                 raise ValueError(f"unknown word {word!r}; this model speaks {', '.join(pipe.words)}")
             if method not in FAST_METHODS:
                 raise ValueError(f"unknown method {method!r}; choose from {', '.join(FAST_METHODS)}")
-            seed_value = int(str(seed).strip()) if str(seed).strip().isdigit() else -1
-            if not 0 <= seed_value <= MAX_SEED:
-                raise ValueError(f"seed must be a whole number from 0 to {MAX_SEED}, got {seed!r}")
+            seed_value = whole("seed", seed, 0, MAX_SEED)
             sampling = dict(guidance_scale=float(guidance_scale), temperature=float(temperature))
             sampling_config({}, **sampling)
-            ar, fast, rows, maps = speak_both(pipe, word, method, seed_value, sampling)
+            ar, fast, rows, maps, same = speak_both(pipe, word, method, seed_value, sampling)
         except ValueError as err:
             return None, None, [], [], f"**Cannot speak:** {err}"
-        return ar, fast, rows, maps, f"Done: {word!r} by AR and {method} from seed {seed_value}."
+        return ar, fast, rows, maps, f"Done: {word!r} by AR and {method} from seed {seed_value}. {same}"
 
     run.click(speak, [word, method, seed, guidance_scale, temperature], [ar_audio, fast_audio, stats, heatmaps, status],
               api_name="speak")

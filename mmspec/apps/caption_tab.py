@@ -4,11 +4,17 @@ committed), so a reader sees how many tokens each forward of a method accepts.
 
 Registered in `mmspec.apps.demo.TABS`; `build_caption_tab()` lays out its widgets inside
 the `gr.Tab` it is called in, around the shipped captioner or a given `CaptioningPipeline`.
+An upload is refused in one line, from its header alone, when it has more than
+`MAX_UPLOAD_PIXELS` pixels (a 30,000 x 30,000 decompression bomb included), so that
+concurrent huge uploads never reach memory.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
+import io
 import queue
 import threading
 import time
@@ -19,12 +25,17 @@ import PIL.Image
 import torch
 from transformers.generation.streamers import BaseStreamer
 
-from mmspec.io.images import to_pil
+from mmspec.apps.fields import refusal, seed_field, whole
 from mmspec.assets import CAPTIONER_ASSETS
+from mmspec.io.images import to_pil
 from mmspec.pipelines.captioning import TEXT_DECODINGS, CaptioningPipeline
+from mmspec.runs.batch import MAX_SEED
 
 MAX_NEW_TOKENS = 96
 MAX_PROMPT_CHARS = 400
+# an upload's pixels: the captioner sees every image resized to its own small input, and
+# an RGB image at the cap decodes to 48 MiB (a 12,000 x 12,000 one to 412 MiB)
+MAX_UPLOAD_PIXELS = 4096 * 4096
 
 
 @functools.cache
@@ -34,20 +45,45 @@ def shipped_captioner() -> CaptioningPipeline:
     return pipe
 
 
+def first_line(err: BaseException) -> str:
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+
+
+def check_upload_size(payload) -> None:
+    """Refuses, from the header alone, an upload of more than `MAX_UPLOAD_PIXELS` pixels
+    (PIL reads the size without decoding the pixels). `payload` is Gradio's image data: a
+    path on the server, or a `data:` URL."""
+    if payload is None:
+        return
+    url = getattr(payload, "url", None) or ""
+    try:
+        source = io.BytesIO(base64.b64decode(url.partition(",")[2])) if url.startswith("data:") else payload.path
+        with PIL.Image.open(source) as im:
+            width, height = im.size
+    except PIL.Image.DecompressionBombError as err:  # PIL's own cap, far above ours: refused at the header too
+        raise refusal(f"the upload is too large an image ({first_line(err)}); this app takes at most "
+                      f"{MAX_UPLOAD_PIXELS:,} pixels (4096 x 4096): resize it first") from None
+    except (PIL.UnidentifiedImageError, OSError, ValueError, TypeError, binascii.Error) as err:
+        raise refusal(f"the upload is not an image this app can read ({first_line(err)}); give a PNG or JPEG file") from None
+    if width * height > MAX_UPLOAD_PIXELS:
+        raise refusal(f"the upload is {width} x {height} pixels; this app takes at most {MAX_UPLOAD_PIXELS:,} pixels "
+                      f"(4096 x 4096): resize it first")
+
+
 def image_upload(**kwargs) -> gr.Image:
-    """A `gr.Image` that refuses an upload which is not an image with a message saying so
-    (Gradio's own says only that the app raised an exception). Its `preprocess` is wrapped
-    on the instance: a subclass of a Gradio component would make Gradio write a `.pyi`
-    stub beside this module."""
+    """A `gr.Image` that refuses an upload which is not an image, or has more than
+    `MAX_UPLOAD_PIXELS` pixels, in one line before decoding it (Gradio's own message says
+    only that the app raised an exception). Its `preprocess` is wrapped on the instance: a
+    subclass of a Gradio component would make Gradio write a `.pyi` stub beside this module."""
     image = gr.Image(**kwargs)
     preprocess = image.preprocess
 
     def readable_preprocess(payload):
+        check_upload_size(payload)
         try:
             return preprocess(payload)
         except (PIL.UnidentifiedImageError, OSError, ValueError) as err:
-            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise gr.Error(f"the upload is not an image this app can read ({reason}); give a PNG or JPEG file") from None
+            raise refusal(f"the upload is not an image this app can read ({first_line(err)}); give a PNG or JPEG file") from None
 
     image.preprocess = readable_preprocess
     return image
@@ -82,11 +118,11 @@ def marked_tokens(tokenizer, token_ids, forwards) -> list[tuple[str, str]]:
 
 
 def shapes_image(seed):
-    """A held-out Shapes image drawn from `seed`."""
+    """A held-out Shapes image drawn from `seed` (a whole number from 0 to `MAX_SEED`)."""
     from mmspec.datasets.shape_captions import render_scenes
     from mmspec.datasets.shapes import NUM_CLASSES
 
-    rng = np.random.default_rng(int(seed))
+    rng = np.random.default_rng(whole("seed", seed, 0, MAX_SEED))
     images, _ = render_scenes(rng.integers(NUM_CLASSES, size=1), rng)
     return to_pil(torch.from_numpy(images))[0]
 
@@ -142,7 +178,7 @@ def build_caption_tab(pipe: CaptioningPipeline | None = None) -> None:
         with gr.Column():
             image = image_upload(type="pil", label="image", height=256)
             with gr.Row():
-                seed = gr.Number(value=0, precision=0, minimum=0, label="Shapes seed")
+                seed = seed_field(label="Shapes seed")
                 draw = gr.Button("draw a Shapes image")
             prompt = gr.Textbox(value="", label="prompt (empty: the captioner's default, with an example caption)",
                                 lines=3, max_length=MAX_PROMPT_CHARS)
@@ -152,8 +188,16 @@ def build_caption_tab(pipe: CaptioningPipeline | None = None) -> None:
         with gr.Column():
             caption_box = gr.HighlightedText(label="caption (one colour per forward pass)", combine_adjacent=False,
                                          show_legend=False)
-            status = gr.Markdown()
-    draw.click(shapes_image, inputs=seed, outputs=image, api_name="draw_shapes")
+            status = gr.Markdown(label="status")
+
+    def draw_shapes(seed):
+        """A held-out Shapes image drawn from the seed."""
+        try:
+            return shapes_image(seed)
+        except ValueError as err:
+            raise refusal(str(err)) from None
+
+    draw.click(draw_shapes, inputs=seed, outputs=image, api_name="draw_shapes")
 
     def caption(image, prompt, decoding, max_new_tokens):
         """The caption of `image`, streamed: tokens marked with the forward that committed them, and a status line."""

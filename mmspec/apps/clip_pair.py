@@ -9,25 +9,28 @@ import gradio as gr
 import torch
 
 from mmspec.apps.demo import TABLE_HEADERS
+from mmspec.apps.token_match import same_tokens_line
 from mmspec.io.audio import as_gradio_audio
 from mmspec.io.images import commit_heatmap
 
 
 def side_by_side(say: Callable, configs: tuple, commit_grid: Callable[[torch.Tensor], torch.Tensor], what: str):
     """`say(config)` runs the pipeline for each decoding config (AR first) from one seed;
-    returns the two clips, the cost table and a heatmap per config of `commit_grid(its
-    commit_iteration)`, titled by `what` a cell is."""
-    clips, rows, maps, baseline, ar_tokens = [], [], [], None, None
+    returns the two clips, the cost table, a heatmap per config of `commit_grid(its
+    commit_iteration)`, titled by `what` a cell is, and the line saying whether the
+    accelerated clip has AR's very tokens."""
+    clips, rows, maps, baseline, ar_tokens, results = [], [], [], None, None, []
     for config in configs:
         out = say(config)
         stats = out.stats[0]
         baseline = baseline or stats
         ar_tokens = out.tokens if ar_tokens is None else ar_tokens
+        results.append((config.describe(), out.tokens))
         clips.append(as_gradio_audio(out.audios[0], out.sample_rate))
         grid = commit_grid(stats.commit_iteration[0])
         maps.append((commit_heatmap(grid.flatten(), tuple(grid.shape), size=480), f"{config.describe()}: commit forward per {what}"))
         rows.append(cost_row(config.describe(), stats, baseline, torch.equal(out.tokens, ar_tokens)))
-    return clips[0], clips[1], rows, maps
+    return clips[0], clips[1], rows, maps, same_tokens_line(ar_tokens, results[1:])
 
 
 def cost_row(name: str, stats, baseline, same_tokens: bool) -> list:

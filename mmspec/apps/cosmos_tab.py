@@ -24,6 +24,7 @@ import torch
 
 from mmspec.apps.clip_pair import cost_row
 from mmspec.apps.demo import TABLE_HEADERS
+from mmspec.apps.fields import refusal, seed_field, whole
 from mmspec.apps.video_methods import METHODS as CLASS_VIDEO_METHODS
 from mmspec.apps.video_methods import method_config
 from mmspec.decoding.config import DecodingConfig
@@ -109,7 +110,7 @@ def build_cosmos_tab(pipe) -> None:
             video = gr.Video(label=f"video to continue ({height} x {width} frames)", sources=["upload"])
             input_frames = gr.Radio(choices, value="9" if "9" in choices else choices[0], label="input frames")
             method = gr.Dropdown(methods, value=methods[0], label="accelerated method")
-            seed = gr.Textbox(value="0", label="seed")
+            seed = seed_field()
             run = gr.Button("Continue", variant="primary")
             status = gr.Markdown("", label="status")
         with gr.Column(scale=2):
@@ -126,18 +127,14 @@ def build_cosmos_tab(pipe) -> None:
         try:
             if str(input_frames) not in choices:
                 raise ValueError(f"input_frames must be one of {', '.join(choices)}, got {input_frames!r}")
-            seed_value = int(str(seed).strip()) if str(seed).strip().isdigit() else -1
-            if not 0 <= seed_value <= MAX_SEED:
-                raise ValueError(f"seed must be a whole number from 0 to {MAX_SEED}, got {seed!r}")
+            seed_value = whole("seed", seed, 0, MAX_SEED)
             if method not in methods:
                 raise ValueError(f"unknown method {method!r}; choose from {', '.join(methods)}")
             frames = conditioning_frames(pipe, video, int(input_frames))
             ar, fast, rows, ar_map, fast_map, summary = continue_both(
                 pipe, frames, int(input_frames), method, seed_value, Path(tempfile.mkdtemp(dir=out_dir)))
         except ValueError as err:
-            refusal = gr.Error(f"Cannot continue the video: {err}")
-            refusal.print_exception = False  # a refusal, not a fault: no traceback in the server's log
-            raise refusal from None
+            raise refusal(f"Cannot continue the video: {err}") from None
         return ar, fast, rows, ar_map, fast_map, summary
 
     run.click(continue_video, [video, input_frames, method, seed], [ar_video, fast_video, stats, ar_heat, fast_heat, status],

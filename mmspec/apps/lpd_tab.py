@@ -7,7 +7,9 @@ from __future__ import annotations
 import gradio as gr
 import torch
 
+from mmspec.apps.fields import seed_field, whole
 from mmspec.decoding.config import DecodingConfig
+from mmspec.runs.batch import MAX_SEED
 from mmspec.io.images import commit_heatmap
 
 RASTER_METHODS = ("ar", "mc-sjd", "zipar+mc-sjd")
@@ -52,9 +54,9 @@ def build_lpd_tab(raster=None, lpd=None) -> None:
         with gr.Column(scale=1):
             class_name = gr.Dropdown(lpd.class_names, value=lpd.class_names[0], label="class")
             steps = gr.Radio(list(LPD_STEPS), value=LPD_STEPS[0], label="LPD forwards per image")
-            seed = gr.Number(value=0, label="seed", precision=0)
+            seed = seed_field()
             run = gr.Button("Generate", variant="primary")
-            status = gr.Markdown("")
+            status = gr.Markdown("", label="status")
         with gr.Column(scale=2):
             images = gr.Gallery(label="images", columns=4, height="auto")
             heatmaps = gr.Gallery(label="commit order", columns=4, height="auto")
@@ -62,11 +64,12 @@ def build_lpd_tab(raster=None, lpd=None) -> None:
 
     def generate(class_name, steps, seed):
         try:
-            if seed is None or seed < 0 or seed != int(seed):
-                raise ValueError(f"seed must be a whole number >= 0, got {seed}")
-            gallery, maps, rows = compare_orders(raster, lpd, class_name, int(steps), int(seed))
+            seed = whole("seed", seed, 0, MAX_SEED)
+            if str(steps) not in LPD_STEPS:
+                raise ValueError(f"steps must be one of {', '.join(LPD_STEPS)}, got {steps!r}")
+            gallery, maps, rows = compare_orders(raster, lpd, class_name, int(steps), seed)
         except ValueError as err:
             return [], [], [], f"**Cannot generate:** {err}"
-        return gallery, maps, rows, f"Done: seed {int(seed)}."
+        return gallery, maps, rows, f"Done: seed {seed}."
 
     run.click(generate, [class_name, steps, seed], [images, heatmaps, table, status], api_name="generate_lpd")

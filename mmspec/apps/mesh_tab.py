@@ -13,7 +13,8 @@ from pathlib import Path
 import gradio as gr
 import torch
 
-from mmspec.apps.demo import whole
+from mmspec.apps.fields import seed_field, whole
+from mmspec.apps.token_match import same_tokens_line
 from mmspec.runs.batch import MAX_SEED
 from mmspec.io.mesh import is_valid, save_mesh
 from mmspec.pipelines.mesh import MESH_ASSETS, MeshPipeline, mesh_decoding
@@ -23,7 +24,8 @@ TABLE_HEADERS = ["method", "forwards", "time (s)", "faces", "valid", "x fewer fo
 
 
 def compare_meshes(pipe: MeshPipeline, mesh_class: str, method: str, seed: int, temperature: float, out_dir: Path):
-    """AR and `method` from one seed: two .glb paths and a table row each."""
+    """AR and `method` from one seed: two .glb paths, a table row each and the line saying
+    whether `method` gave AR's very tokens."""
     mesh_decoding(method)  # a one-line error before any work
     rows, paths, tokens = [], [], []
     for name in ("ar", method):
@@ -37,7 +39,7 @@ def compare_meshes(pipe: MeshPipeline, mesh_class: str, method: str, seed: int, 
     for row, row_tokens in zip(rows, tokens):
         row += [round(rows[0][1] / row[1], 2), round(rows[0][2] / max(row[2], 1e-9), 2),
                 "yes" if torch.equal(row_tokens, tokens[0]) else "no"]
-    return paths, rows
+    return paths, rows, same_tokens_line(tokens[0], [(method, tokens[1])])
 
 
 def build_mesh_tab(pipe: MeshPipeline | None = None) -> None:
@@ -50,23 +52,23 @@ def build_mesh_tab(pipe: MeshPipeline | None = None) -> None:
     with gr.Row():
         mesh_class = gr.Dropdown(pipe.class_names, value=pipe.class_names[0], label="class")
         method = gr.Dropdown(MESH_METHODS, value=MESH_METHODS[0], label="accelerated method")
-        seed = gr.Number(value=0, precision=0, label="seed")
+        seed = seed_field()
         temperature = gr.Slider(0.0, 2.0, value=pipe.default_sampling["temperature"], step=0.05, label="temperature")
     run = gr.Button("Generate", variant="primary")
     with gr.Row():
         ar_view = gr.Model3D(label="AR", elem_id="mesh-ar")
         fast_view = gr.Model3D(label="accelerated", elem_id="mesh-fast")
     table = gr.Dataframe(headers=TABLE_HEADERS, label="cost", elem_id="mesh-stats")
-    status = gr.Markdown()
+    status = gr.Markdown(label="status")
 
     def generate_mesh(mesh_class, method, seed, temperature):
         """AR and the chosen method from one seed: two meshes (.glb), a cost table and a status line."""
         try:
             seed = whole("seed", seed, 0, MAX_SEED)
-            paths, rows = compare_meshes(pipe, mesh_class, method, seed, float(temperature), out_dir)
+            paths, rows, same = compare_meshes(pipe, mesh_class, method, seed, float(temperature), out_dir)
         except ValueError as err:
             return None, None, [], f"**Cannot generate:** {err}"
-        return paths[0], paths[1], rows, f"Done: AR and {method} from seed {seed}."
+        return paths[0], paths[1], rows, f"Done: AR and {method} from seed {seed}. {same}"
 
     run.click(generate_mesh, [mesh_class, method, seed, temperature], [ar_view, fast_view, table, status],
               api_name="generate_mesh")

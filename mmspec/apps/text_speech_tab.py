@@ -13,6 +13,7 @@ import gradio as gr
 import torch
 
 from mmspec.apps.clip_pair import clip_pair_column, side_by_side
+from mmspec.apps.fields import seed_field, whole
 from mmspec.decoding.config import DecodingConfig
 from mmspec.pipelines.checks import sampling_config
 from mmspec.runs.batch import MAX_SEED
@@ -36,7 +37,8 @@ def fast_methods(pipe) -> list[str]:
 
 
 def say_both(pipe, text: str, voice: str | None, method: str, seed: int, temperature: float):
-    """AR and `method` from one seed: two clips, a cost table, two commit heatmaps."""
+    """AR and `method` from one seed: two clips, a cost table, two commit heatmaps and the
+    line saying whether the accelerated clip has AR's very tokens."""
     say = lambda config: pipe(text, voice=voice, decoding=config, temperature=temperature,
                               generator=torch.Generator().manual_seed(seed))
     return side_by_side(say, (DecodingConfig.from_name("ar"), DecodingConfig.from_name(method)), pipe.commit_grid, "token")
@@ -54,10 +56,10 @@ def build_text_speech_tab(pipe) -> None:
             text = gr.Textbox(label="text", value="Hey there, how are you today?", max_length=MAX_TEXT_CHARS)
             voice = gr.Dropdown(voices, value=voices[0], label="voice")
             method = gr.Dropdown(methods, value=methods[0], label="accelerated method")
-            seed = gr.Textbox(value="0", label="seed")
+            seed = seed_field()
             temperature = gr.Slider(0, 2, value=pipe.default_sampling["temperature"], step=0.05, label="temperature (0 = greedy)")
             run = gr.Button("Speak", variant="primary")
-            status = gr.Markdown("")
+            status = gr.Markdown("", label="status")
         ar_audio, fast_audio, stats, heatmaps = clip_pair_column("commit order")
 
     def speak_text(text, voice, method, seed, temperature):
@@ -71,15 +73,14 @@ def build_text_speech_tab(pipe) -> None:
                 raise ValueError(f"unknown voice {voice!r}; choose from {', '.join(voices)}")
             if method not in methods:
                 raise ValueError(f"unknown method {method!r}; choose from {', '.join(methods)}")
-            seed_value = int(str(seed).strip()) if str(seed).strip().isdigit() else -1
-            if not 0 <= seed_value <= MAX_SEED:
-                raise ValueError(f"seed must be a whole number from 0 to {MAX_SEED}, got {seed!r}")
+            seed_value = whole("seed", seed, 0, MAX_SEED)
             sampling_config({}, temperature=temperature)
             pipe.check_text(text, None if voice == NO_VOICE else voice)
-            ar, fast, rows, maps = say_both(pipe, text, None if voice == NO_VOICE else voice, method, seed_value, float(temperature))
+            ar, fast, rows, maps, same = say_both(pipe, text, None if voice == NO_VOICE else voice, method, seed_value,
+                                                  float(temperature))
         except (ValueError, TypeError) as err:
             return None, None, [], [], f"**Cannot speak:** {err}"
-        return ar, fast, rows, maps, f"Done: AR and {method} from seed {seed_value}."
+        return ar, fast, rows, maps, f"Done: AR and {method} from seed {seed_value}. {same}"
 
     run.click(speak_text, [text, voice, method, seed, temperature], [ar_audio, fast_audio, stats, heatmaps, status],
               api_name="speak_text")

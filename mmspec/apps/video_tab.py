@@ -14,9 +14,11 @@ from pathlib import Path
 import gradio as gr
 import torch
 
+from mmspec.apps.fields import seed_field, whole
 from mmspec.apps.video_methods import METHODS, method_config
 from mmspec.decoding.config import DecodingConfig
 from mmspec.io.video import check_format, frame_heatmaps
+from mmspec.runs.batch import MAX_SEED
 
 VIDEO_SCALE = 8  # 32x32 frames shown at 256x256
 
@@ -60,9 +62,9 @@ def build_video_tab(pipe=None) -> None:
         with gr.Column(scale=1):
             class_name = gr.Dropdown(pipe.class_names, value=pipe.class_names[0], label="class")
             method = gr.Dropdown(list(METHODS), value=next(iter(METHODS)), label="accelerated method")
-            seed = gr.Number(value=0, label="seed", precision=0)
+            seed = seed_field()
             run = gr.Button("Generate", variant="primary")
-            status = gr.Markdown("")
+            status = gr.Markdown("", label="status")
         with gr.Column(scale=2):
             with gr.Row():
                 ar_video = gr.Video(label="AR", autoplay=True, loop=True)
@@ -73,9 +75,7 @@ def build_video_tab(pipe=None) -> None:
     def generate(class_name, method, seed):
         """AR and the chosen method from one seed: two videos, two heatmap strips and a cost line."""
         try:
-            if seed is None or seed < 0 or seed != int(seed):
-                raise ValueError(f"seed must be a whole number >= 0, got {seed}")
-            return compare_videos(pipe, class_name, method, int(seed), out_dir)
+            return compare_videos(pipe, class_name, method, whole("seed", seed, 0, MAX_SEED), out_dir)
         except ValueError as err:
             return None, None, None, None, f"**Cannot generate:** {err}"
 

@@ -28,11 +28,13 @@ def test_the_tab_is_registered_and_builds(pipe):
 
 @pytest.mark.parametrize("method", list(FAST_METHODS))
 def test_ar_and_the_accelerated_method_side_by_side(pipe, method):
-    ar, fast, rows, maps = speak_both(pipe, "one", method, 3, dict(guidance_scale=3.0, temperature=1.0))
+    ar, fast, rows, maps, same = speak_both(pipe, "one", method, 3, dict(guidance_scale=3.0, temperature=1.0))
     assert ar[0] == fast[0] == 22_050 and ar[1].shape == fast[1].shape == (14 * 352,)
     assert rows[0][0] == "ar" and rows[0][2] == 17 and len(maps) == 2
     assert rows[1][1] == ("yes" if FAST_METHODS[method].exact else "no")  # the grouped rule is relaxed
     assert ("pcg" in FAST_METHODS[method].name) != FAST_METHODS[method].exact
+    # the line under the clips says what the table's last column says, from the tokens
+    assert same.startswith("**Token-identical to AR:**") == (rows[1][-1] == "yes")
 
 
 def test_commit_frames_undo_the_delay_pattern():

@@ -63,7 +63,7 @@ def test_the_video_tab_takes_a_cosmos_pipeline(pipe, endpoint):
 
 @pytest.mark.parametrize("given", ["1", "9"])
 def test_ar_and_auto_continue_an_upload_into_one_video(endpoint, uploads, given):
-    ar, fast, rows, ar_heat, fast_heat, status = endpoint[1](uploads["good"], given, AUTO, "3")
+    ar, fast, rows, ar_heat, fast_heat, status = endpoint[1](uploads["good"], given, AUTO, 3)
     assert ar.endswith(".mp4") and fast.endswith(".mp4") and ar != fast
     assert [r[0] for r in rows] == ["ar", "auto"] and rows[1][-1] == "yes"  # the same tokens, under keyed sampling
     generated = 2 if given == "1" else 1  # latent frames: the first frame is one, the next 8 another
@@ -87,7 +87,7 @@ def test_another_seed_is_another_video(pipe, uploads, tmp_path):
 ])
 def test_an_upload_it_cannot_take_is_one_line_gr_error(endpoint, uploads, upload, given, message):
     with pytest.raises(gr.Error) as err:
-        endpoint[1](uploads[upload] if upload else None, given, AUTO, "0")
+        endpoint[1](uploads[upload] if upload else None, given, AUTO, 0)
     assert err.value.message.startswith("Cannot continue the video: ") and message in err.value.message
     assert "\n" not in err.value.message
 
@@ -106,11 +106,11 @@ def test_the_api_names_continue_video_and_refuses_a_wrong_size_in_one_line(endpo
         assert [r["label"] for r in api["returns"]] == ["AR", "accelerated", "stats", "AR: commit forward per latent frame",
                                                          "accelerated: commit forward per latent frame", "status"]
         with pytest.raises(AppError) as err:
-            c.predict(video=handle_file(uploads["small"]), input_frames="1", method=AUTO, seed="0",
+            c.predict(video=handle_file(uploads["small"]), input_frames="1", method=AUTO, seed=0,
                       api_name="/continue_video")
         assert "resize it first" in str(err.value) and "\n" not in str(err.value) and "Traceback" not in str(err.value)
         ar, fast, stats, *_, status = c.predict(video=handle_file(uploads["good"]), input_frames="9", method=AUTO,
-                                                seed="0", api_name="/continue_video")
+                                                seed=0, api_name="/continue_video")
         assert [r[-1] for r in stats["data"]] == ["yes", "yes"] and status.startswith("**AR**")
     finally:
         demo.close()

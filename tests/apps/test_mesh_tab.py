@@ -29,10 +29,10 @@ def test_the_meshes_tab_is_registered_and_builds(pipe):
 
 
 def test_ar_and_the_method_come_back_as_glb_files_with_their_cost(pipe, tmp_path):
-    paths, rows = compare_meshes(pipe, "cone", "mc-sjd+lookup", seed=1, temperature=1.0, out_dir=tmp_path)
+    paths, rows, _ = compare_meshes(pipe, "cone", "mc-sjd+lookup", seed=1, temperature=1.0, out_dir=tmp_path)
     assert [r[0] for r in rows] == ["ar", "mc-sjd+lookup"] and rows[0][-3:] == [1.0, 1.0, "yes"]
-    _, rows = compare_meshes(pipe, "cone", "auto", seed=1, temperature=1.0, out_dir=tmp_path)
-    assert rows[1][-1] == "yes"  # the same mesh as AR's, token for token
+    _, rows, same = compare_meshes(pipe, "cone", "auto", seed=1, temperature=1.0, out_dir=tmp_path)
+    assert rows[1][-1] == "yes" and same == "**Token-identical to AR:** `auto`."  # the same mesh as AR's, token for token
     assert all(isinstance(trimesh.load(p, force="mesh"), trimesh.Trimesh) for p in paths)
     with pytest.raises(ValueError, match="unknown mesh class"):
         compare_meshes(pipe, "sphere", "mc-sjd", seed=0, temperature=1.0, out_dir=tmp_path)

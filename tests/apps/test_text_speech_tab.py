@@ -35,8 +35,9 @@ def test_methods_fit_the_layout(pipe):
 
 
 def test_ar_and_auto_side_by_side_are_one_clip(pipe):
-    ar, fast, rows, maps = say_both(pipe, "hi there.", "tara", "auto", 5, 0.6)
+    ar, fast, rows, maps, same = say_both(pipe, "hi there.", "tara", "auto", 5, 0.6)
     assert ar[0] == fast[0] == 24000 and (ar[1] == fast[1]).all()
+    assert same.startswith("**Token-identical to AR:** `auto")
     assert [r[0] for r in rows][0] == "ar" and rows[1][-1] == "yes" and len(maps) == 2
     assert maps[0][0].size[0] == 480
 
@@ -51,5 +52,5 @@ def test_a_dia_pipeline_gets_the_same_page():
         build_speech_tab(dia)
     assert any(isinstance(b, gr.Dropdown) and b.label == "voice" and [c[0] for c in b.choices] == ["(none)"]
                for b in demo.blocks.values())
-    ar, fast, rows, maps = say_both(dia, "[S1] hi.", None, "auto", 2, 1.2)
+    ar, fast, rows, maps, _ = say_both(dia, "[S1] hi.", None, "auto", 2, 1.2)
     assert (ar[1] == fast[1]).all() and rows[1][-1] == "yes"
