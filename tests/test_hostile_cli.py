@@ -7,6 +7,7 @@ import socket
 from pathlib import Path
 
 import pytest
+import torch
 from PIL import Image
 
 from mmspec.commands.cli import build_parser, main
@@ -188,6 +189,29 @@ def test_an_init_of_the_wrong_type_is_a_value_error():
 def test_a_method_named_twice_in_bench_is_one_line(scratch, capsys):
     code, err = run(capsys, "bench", "--methods", "ar", "sjd", "ar", "--per-class", "1")
     assert_one_line_error(code, err, "--methods names ar twice")
+
+
+def test_bench_without_ar_runs_ar_as_the_baseline_and_names_its_files_and_device(scratch, capsys):
+    """`bench --methods sjd mc-sjd` labelled ratios against sjd "vs AR", never named
+    bench.json, and gave `x86_64` as the device."""
+    import json
+
+    from tests.helpers.pipelines import tiny_c2i_pipeline
+
+    tiny_c2i_pipeline().save_pretrained(scratch / "pipe")
+    code = main(["bench", "--pipeline", "pipe", "--methods", "keyed", "--classes", "0", "--per-class", "1", "--out-dir", "b"])
+    out = capsys.readouterr().out
+    assert code == 0 and f"wrote {Path('b') / 'bench.md'}, {Path('b') / 'bench.json'} and {Path('b') / 'bench.png'}" in out
+    data = json.loads((scratch / "b" / "bench.json").read_text())
+    assert [row["method"] for row in data["rows"]] == ["ar", "keyed"] and data["rows"][0]["fewer_forwards_vs_ar"] == 1
+    assert data["meta"]["device"].startswith("CPU: ") and "cores" in data["meta"]["device"]
+
+
+def test_a_report_without_ar_is_refused_rather_than_mislabelled(tmp_path):
+    from mmspec.runs.bench import MethodResult, report
+
+    with pytest.raises(ValueError, match="against AR"):
+        report([MethodResult("sjd", True, torch.zeros(1, 3, 4, 4), [10], 1.0)], tmp_path, "t", {})
 
 
 @pytest.mark.parametrize("seed", ["-1", "x"])

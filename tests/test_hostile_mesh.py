@@ -181,3 +181,19 @@ def test_a_full_disk_is_one_line_and_a_rerun_resumes(mesh_dir, tmp_path, capsys,
     monkeypatch.setattr(files.os, "replace", real_replace)
     assert mesh(mesh_dir, out_dir, "--classes", "box") == 0
     assert (out_dir / "meshes" / "box_0.glb").exists()
+
+
+def test_auto_chooses_its_window_unless_it_is_given(mesh_dir, tmp_path):
+    """`mesh` pinned auto's window at 16, unlike every other verb."""
+    assert main(["mesh", "--pipeline", str(mesh_dir), "--max-faces", "2", "--classes", "box", "--out-dir", str(tmp_path / "a")]) == 0
+    assert json.loads((tmp_path / "a" / "run.json").read_text())["settings"]["decoding"]["window"] is None
+    assert main(["mesh", "--pipeline", str(mesh_dir), "--max-faces", "2", "--classes", "box", "--window", "8",
+                 "--out-dir", str(tmp_path / "b")]) == 0
+    assert json.loads((tmp_path / "b" / "run.json").read_text())["settings"]["decoding"]["window"] == 8
+
+
+def test_a_pipeline_of_another_family_is_refused_naming_its_verb(tmp_path, capsys):
+    """`mesh --pipeline default` said only "holds a 'LlamaGenPipeline' pipeline, not a MeshPipeline"."""
+    assert main(["mesh", "--pipeline", "default", "--out-dir", str(tmp_path / "m")]) == 2
+    assert "use `mmspec generate --pipeline default`" in one_error(capsys)
+    assert not (tmp_path / "m").exists()

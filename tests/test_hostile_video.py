@@ -152,3 +152,26 @@ def test_check_scale_follows_the_frames_and_the_memory():
         check_scale(129, 8, (32, 32))
     with pytest.raises(ValueError, match="from 1 to 2 for 1000 frames of 256x256 pixels"):
         check_scale(10, 1000, (256, 256))
+
+
+def test_auto_chooses_its_window_and_first_drafts_unless_they_are_given():
+    """`video` pinned auto's window at 16 and its first drafts at previous-frame, unlike
+    every other verb; the other methods still start from the frame before."""
+    from mmspec.commands.cli import build_parser
+    from mmspec.commands.video import decoding_config
+
+    def config(*flags):
+        return decoding_config(build_parser().parse_args(["video", *flags]))
+
+    assert (config().window, config().init) == (None, None)
+    assert (config("--window", "8", "--init", "above").window, config("--init", "above").init) == (8, "above")
+    assert config("--decoding", "mc-sjd").init == "previous-frame"
+    assert config("--decoding", "mc-sjd+above").init == "above"
+
+
+def test_a_batch_file_takes_class_names_as_the_classes_flag_does(pipe_dir, tmp_path, capsys):
+    """`--batch` refused the class names that `--classes` takes ("class label 'c' is not an integer")."""
+    out = tmp_path / "vb"
+    assert video(pipe_dir, out, "--batch", labels(tmp_path, "names.txt", "c")) == 0
+    [record] = [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
+    assert record["class_label"] == 2 and record["class_name"] == "c"

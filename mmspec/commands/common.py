@@ -96,7 +96,7 @@ IMAGE_PIPELINES = ("LlamaGenPipeline", "LPDPipeline", "Emu3Pipeline", "JanusPipe
 SPEECH_PIPELINES = ("SpeechPipeline", "OrpheusPipeline", "DiaPipeline")
 VIDEO_PIPELINES = ("VideoPipeline", "CosmosPipeline")
 VERB_PIPELINES = {"generate": IMAGE_PIPELINES, "bench": IMAGE_PIPELINES, "batch": IMAGE_PIPELINES,
-                  "caption": ("CaptioningPipeline",), "speak": SPEECH_PIPELINES, "video": VIDEO_PIPELINES}
+                  "caption": ("CaptioningPipeline",), "mesh": ("MeshPipeline",), "speak": SPEECH_PIPELINES, "video": VIDEO_PIPELINES}
 FAMILY_VERBS = {**{name: "generate" for name in IMAGE_PIPELINES}, "CaptioningPipeline": "caption", "MeshPipeline": "mesh",
                 **{name: "speak" for name in SPEECH_PIPELINES}, **{name: "video" for name in VIDEO_PIPELINES}}
 

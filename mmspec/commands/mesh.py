@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from mmspec.assets import MESH_ASSETS
-from mmspec.commands.common import add_pipeline, positive_int, recorded_pipeline, seed_number
+from mmspec.commands.common import add_pipeline, check_family, positive_int, recorded_pipeline, seed_number
 from mmspec.runs.paths import class_file_name, file_name
 
 from mmspec.io.files import atomic_write, check_writable
@@ -43,7 +43,7 @@ def add_parser(sub) -> None:
     m.add_argument("--per-class", type=positive_int, default=1, help="meshes per class (default 1)")
     m.add_argument("--items", help="batch file: one class name or index per line, or .jsonl objects with class and an optional id")
     m.add_argument("--decoding", default="auto", help="auto, ar, sjd, mc-sjd, each optionally +lookup or +face-lookup (default auto)")
-    m.add_argument("--window", type=positive_int, default=16, help="Jacobi draft window (default 16)")
+    m.add_argument("--window", type=positive_int, help="Jacobi draft window (default 16; auto: chosen)")
     m.add_argument("--temperature", type=float, help="sampling temperature, 0 = greedy (default: the pipeline's)")
     m.add_argument("--top-k", type=int, help="top-k filter, 0 = off (default: the pipeline's)")
     m.add_argument("--top-p", type=float, help="nucleus filter in (0, 1] (default: the pipeline's)")
@@ -107,6 +107,7 @@ def run(args) -> None:
     check_writable(out_dir)
     if args.threads:
         torch.set_num_threads(args.threads)
+    check_family("mesh", args.pipeline)
     pipe = MeshPipeline.from_pretrained(args.pipeline)
     pipe.set_progress_bar_config(disable=True)
     if pipe.class_names is None:

@@ -86,13 +86,13 @@ def add_video_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-frames", type=positive_int,
                    help="Cosmos pipelines: conditioning frames read from each video, 1 or 9, ... (default 1)")
     p.add_argument("--per-input", type=positive_int, help="Cosmos pipelines: continuations of --input (default 1)")
-    p.add_argument("--batch", help="resumable batch: a text file of one class label per line (or .jsonl with class_label and "
+    p.add_argument("--batch", help="resumable batch: a text file of one class name or label per line (or .jsonl with class_label and "
                                    "id); for a Cosmos pipeline a .jsonl with id, video (relative to its folder) and optional "
                                    "input_frames")
     p.add_argument("--frames", type=int, help="class pipelines: frames per video (default: the model's)")
     p.add_argument("--decoding", default="auto", help="decoding method: auto, ar, sjd, mc-sjd, zipar+mc-sjd, mc-sjd+gsd, ... (default auto)")
-    p.add_argument("--init", default="previous-frame", help="first drafts: previous-frame, above, random, ... (default previous-frame)")
-    p.add_argument("--window", type=int, default=16, help="Jacobi draft window (default 16)")
+    p.add_argument("--init", help="first drafts: previous-frame, above, random, ... (default previous-frame; auto: chosen)")
+    p.add_argument("--window", type=int, help="Jacobi draft window (default 16; auto: chosen)")
     p.add_argument("--zipar-window", type=int, default=4, help="ZipAR window within a frame, for zipar methods (default 4)")
     p.add_argument("--frame-rows", type=int, help="frame schedule: open a frame once the previous has this many rows (relaxed)")
     p.add_argument("--guidance-scale", type=float, help="class pipelines: classifier-free guidance scale (default: the pipeline's)")
@@ -111,6 +111,8 @@ def decoding_config(args):
     from mmspec.decoding.schedules import Frames
 
     config = DecodingConfig.from_name(args.decoding, window=args.window, zipar_window=args.zipar_window, init=args.init)
+    if args.init is None and config.method != "auto":  # a video's first drafts: the frame before (a drafter in the name wins)
+        config = DecodingConfig.from_name(args.decoding, window=args.window, zipar_window=args.zipar_window, init="previous-frame")
     if args.frame_rows is not None:
         config = dataclasses.replace(config, zipar_window=None, schedule=Frames(args.frame_rows, zipar_window=config.zipar_window))
     return config
@@ -190,7 +192,7 @@ def run_classes(pipe, args, config, fmt: str, sampling: dict, out_dir: Path) -> 
     per_class = 1 if args.per_class is None else args.per_class
     if args.batch:
         tasks = [RunItem(item.id, {"class_label": item.class_label}, item_seed(args.seed, item.id))
-                 for item in read_items(args.batch, len(pipe.class_names))]
+                 for item in read_items(args.batch, pipe.class_names)]
     else:
         if per_class > pipe.max_images_per_call:
             raise ValueError(f"--per-class {per_class} is more than the {pipe.max_images_per_call} videos one call of this "

@@ -8,6 +8,7 @@ methods, so ratios against AR are comparable even on a noisy machine.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 import time
@@ -110,12 +111,17 @@ def score_images(results: list[MethodResult], labels: torch.Tensor, real: torch.
         print(f"{r.method}: {r.mean_forwards:.1f} forwards, {r.wall_time_s:.1f} s, accuracy {r.quality['class_accuracy']:.3f}", flush=True)
 
 
-def environment() -> dict:
+def environment(device: str | torch.device = "cpu") -> dict:
+    """What a figure was measured on: the device by name (a GPU's, or the CPU's model and
+    cores; not the architecture), threads and library versions."""
     import diffusers
     import transformers
 
+    from mmspec.decoding.auto.cost_curve import cpu_model
+
+    device = torch.device(device)
     return {
-        "device": platform.processor() or platform.machine(),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU: {cpu_model()}, {os.cpu_count()} cores",
         "torch_threads": torch.get_num_threads(),
         "python": platform.python_version(),
         "torch": torch.__version__,
@@ -155,10 +161,12 @@ def report_paths(out_dir: str | Path, name: str) -> tuple[Path, Path, Path]:
 def report(results: list[MethodResult], out_dir: str | Path, name: str, meta: dict,
            sample: str = "image") -> tuple[Path, Path, Path]:
     """Writes `name.md`, `name.json` and the speed-up plot `name.png` (each atomically); AR
-    (first row named "ar") is the baseline of the ratios; `sample` names what one output is
-    in the table's headers."""
+    (the row named "ar", which `results` must hold) is the baseline of the ratios; `sample`
+    names what one output is in the table's headers."""
+    base = next((r for r in results if r.method == "ar"), None)
+    if base is None:
+        raise ValueError(f"the ratios of {name} are against AR: its methods ({', '.join(r.method for r in results)}) need ar")
     Path(out_dir).mkdir(parents=True, exist_ok=True)
-    base = next((r for r in results if r.method == "ar"), results[0])
     quality_keys = sorted({k for r in results for k in r.quality})
     rows = []
     for r in results:
@@ -200,7 +208,7 @@ def speedup_plot(rows: list[dict], width: int = 900, bar_h: int = 22) -> Image.I
     top = max(max(r["fewer_forwards_vs_ar"], r["faster_vs_ar"]) for r in rows)
     scale = (width - label_w - 3 * pad - 40) / max(top, 1.0)
     x = pad
-    for text, colour in (("speed-up over AR:", None), ("forward passes", (59, 82, 139)), ("wall time (CPU)", (94, 201, 98))):
+    for text, colour in (("speed-up over AR:", None), ("forward passes", (59, 82, 139)), ("wall time", (94, 201, 98))):
         if colour:
             draw.rectangle([x, pad + 1, x + 10, pad + 11], fill=colour)
             x += 14
