@@ -4,7 +4,5 @@
 # --help); an existing outputs/grid.png is kept unless you pass --overwrite (or --out).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-venv=$("$repo/scripts/venv.sh")
 cd "$repo"
-export HF_HUB_OFFLINE=1 PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
-exec "$venv/bin/python" -m mmspec.commands.cli generate "$@"
+exec scripts/mmspec generate "$@"

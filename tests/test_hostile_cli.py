@@ -263,3 +263,14 @@ def test_the_default_pipeline_is_recorded_as_the_shipped_folder_whatever_its_spe
     capsys.readouterr()
     assert main(["batch", "--pipeline", str(DEFAULT_ASSETS), *flags]) == 0  # the same run: nothing left to do
     assert "wrote 0 items (1 already done)" in capsys.readouterr().out
+
+
+def test_scripts_mmspec_is_the_command_of_the_examples_from_any_folder(tmp_path):
+    """After the README's two commands, `mmspec` was on no PATH though every example starts with it."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run([str(REPO / "scripts" / "mmspec"), "bench", "--help"], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "MMSPEC_VENV": sys.prefix}, timeout=300)
+    assert done.returncode == 0 and "bench.json" in done.stdout, done.stderr
