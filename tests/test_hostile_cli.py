@@ -274,3 +274,26 @@ def test_scripts_mmspec_is_the_command_of_the_examples_from_any_folder(tmp_path)
     done = subprocess.run([str(REPO / "scripts" / "mmspec"), "bench", "--help"], cwd=tmp_path, capture_output=True, text=True,
                           env={**os.environ, "MMSPEC_VENV": sys.prefix}, timeout=300)
     assert done.returncode == 0 and "bench.json" in done.stdout, done.stderr
+
+
+def test_a_file_named_like_a_shipped_model_does_not_hide_it(capsys, scratch):
+    """A file named `default` in the working directory gave "default is not a directory
+    holding a saved pipeline, nor a shipped model's name (default, ...)"."""
+    from mmspec.assets import DEFAULT_ASSETS, pipeline_path
+
+    (scratch / "default").write_text("notes\n")
+    assert pipeline_path("default") == DEFAULT_ASSETS
+    (scratch / "lpd").mkdir()
+    assert pipeline_path("lpd") == Path("lpd")  # a folder of that name is what the user pointed at
+
+
+def test_a_config_that_is_not_utf8_is_refused_naming_the_file(capsys, scratch):
+    """A config.json in UTF-16 gave "'utf-8' codec can't decode byte 0xff", naming no file."""
+    import shutil
+
+    from mmspec.assets import MESH_ASSETS
+
+    shutil.copytree(MESH_ASSETS, scratch / "mesh_copy")
+    (scratch / "mesh_copy" / "model" / "config.json").write_bytes(b"\xff\xfe{\x00}\x00")
+    code, err = run(capsys, "mesh", "--pipeline", "mesh_copy", "--out-dir", "m")
+    assert_one_line_error(code, err, str(Path("mesh_copy") / "model" / "config.json"), "not UTF-8")

@@ -30,8 +30,8 @@ SHIPPED_PIPELINES = {"default": DEFAULT_ASSETS, "lpd": LPD_ASSETS, "video": VIDE
 def pipeline_path(name_or_path: str | Path) -> Path:
     """The folder of a shipped model's name ("default", "lpd", "video", "mesh", "speech",
     "captioner"), or `name_or_path` itself as a path. A folder of that name in the working
-    directory wins over the shipped model (it is what the user pointed at)."""
+    directory wins over the shipped model (it is what the user pointed at); a file does not."""
     path = Path(name_or_path)
-    if isinstance(name_or_path, str) and name_or_path in SHIPPED_PIPELINES and not path.exists():
+    if isinstance(name_or_path, str) and name_or_path in SHIPPED_PIPELINES and not path.is_dir():
         return SHIPPED_PIPELINES[name_or_path]
     return path

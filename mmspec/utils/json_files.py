@@ -11,9 +11,13 @@ def read_json(path: Path, what: str) -> dict:
     if not path.is_file():
         raise ValueError(f"{path} is missing: not a saved {what}")
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path} is not UTF-8 text (byte {err.start}): not a saved {what}") from None
     except json.JSONDecodeError as err:
         raise ValueError(f"{path} is not valid JSON ({err})") from None
+    except RecursionError:
+        raise ValueError(f"{path} nests its JSON too deep to be a saved {what}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path} holds a JSON {type(data).__name__}, not an object: not a saved {what}")
     return data
