@@ -341,3 +341,29 @@ def test_a_string_guidance_scale_in_model_index_json_names_the_file_and_key(tmp_
     (tmp_path / "pipe" / "model_index.json").write_text(json.dumps(index))
     with pytest.raises(ValueError, match=r"model_index.json: guidance_scale must be a number, got '3'"):
         LlamaGenPipeline.from_pretrained(tmp_path / "pipe")
+
+
+@pytest.mark.parametrize("component", ["processor", "model"])
+def test_custom_code_named_by_auto_map_is_never_run_nor_offered(tmp_path, monkeypatch, component):
+    """A copied captioner with `evil_tok.py` and an `auto_map` naming it made transformers ask
+    "run the custom code?" on stdin, and run it on "y"."""
+    import io
+
+    from mmspec.assets import CAPTIONER_ASSETS
+    from mmspec.pipelines import load_pipeline
+
+    shutil.copytree(CAPTIONER_ASSETS, tmp_path / "pipe")
+    folder = tmp_path / "pipe" / component
+    marker = tmp_path / "ran"
+    (folder / "evil.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    config_file = folder / ("tokenizer_config.json" if component == "processor" else "config.json")
+    config = json.loads(config_file.read_text())
+    config["auto_map"] = {"AutoTokenizer": ["evil.Evil", None], "AutoProcessor": "evil.Evil", "AutoConfig": "evil.Evil",
+                          "AutoModelForImageTextToText": "evil.Evil"}
+    config_file.write_text(json.dumps(config))
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n" * 10))
+    try:
+        load_pipeline(tmp_path / "pipe")
+    except ValueError:
+        pass  # refusing the folder is as safe as loading it without the code
+    assert not marker.exists()
