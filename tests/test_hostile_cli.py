@@ -297,3 +297,10 @@ def test_a_config_that_is_not_utf8_is_refused_naming_the_file(capsys, scratch):
     (scratch / "mesh_copy" / "model" / "config.json").write_bytes(b"\xff\xfe{\x00}\x00")
     code, err = run(capsys, "mesh", "--pipeline", "mesh_copy", "--out-dir", "m")
     assert_one_line_error(code, err, str(Path("mesh_copy") / "model" / "config.json"), "not UTF-8")
+
+
+@pytest.mark.parametrize("verb", ["generate", "video"])
+def test_a_zipar_window_of_zero_is_refused_even_where_the_method_ignores_it(capsys, scratch, verb):
+    """`generate --zipar-window 0` ran the whole default job, the flag silently ignored."""
+    code, err = run(capsys, verb, "--zipar-window", "0")
+    assert_one_line_error(code, err, "--zipar-window")

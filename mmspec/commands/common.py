@@ -241,7 +241,7 @@ def add_pipeline(p: argparse.ArgumentParser, default: Path = DEFAULT_ASSETS, mod
 
 def add_decoding(p: argparse.ArgumentParser) -> None:
     p.add_argument("--window", type=int, help="Jacobi draft window L, at most the sequence length (default 16; auto: chosen)")
-    p.add_argument("--zipar-window", type=int, default=8, help="ZipAR: open a row when the row above has this many tokens (default 8)")
+    p.add_argument("--zipar-window", type=positive_int, default=8, help="ZipAR: open a row when the row above has this many tokens (default 8)")
     p.add_argument("--init",
                    help="first drafts: random, left, above, previous-frame, lookup, or several joined by + (lookup+above); "
                         "default random (auto: chosen)")

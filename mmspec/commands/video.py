@@ -93,7 +93,7 @@ def add_video_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--decoding", default="auto", help="decoding method: auto, ar, sjd, mc-sjd, zipar+mc-sjd, mc-sjd+gsd, ... (default auto)")
     p.add_argument("--init", help="first drafts: previous-frame, above, random, ... (default previous-frame; auto: chosen)")
     p.add_argument("--window", type=int, help="Jacobi draft window (default 16; auto: chosen)")
-    p.add_argument("--zipar-window", type=int, default=4, help="ZipAR window within a frame, for zipar methods (default 4)")
+    p.add_argument("--zipar-window", type=positive_int, default=4, help="ZipAR window within a frame, for zipar methods (default 4)")
     p.add_argument("--frame-rows", type=int, help="frame schedule: open a frame once the previous has this many rows (relaxed)")
     p.add_argument("--guidance-scale", type=float, help="class pipelines: classifier-free guidance scale (default: the pipeline's)")
     p.add_argument("--temperature", type=float, help="sampling temperature (default: the pipeline's)")
