@@ -82,3 +82,17 @@ def test_a_records_folder_that_leads_outside_is_refused(saved, tmp_path, capsys)
     assert caption(saved, "dirA", out) == 2
     assert "outside the output folder" in one_error(capsys)
     assert not list((tmp_path / "elsewhere").iterdir())
+
+
+@pytest.mark.filterwarnings("ignore::PIL.Image.DecompressionBombWarning")
+@pytest.mark.parametrize("side", [30_000, 5_000])
+def test_an_image_past_the_pixel_cap_is_one_line_naming_file_and_cap(saved, tmp_path, capsys, side):
+    """A 30,000 x 30,000 PNG (109 kB on disk) raised PIL's DecompressionBombError; one of
+    5,000 x 5,000 was decoded whole. Both are refused from the header, naming the file."""
+    from PIL import Image
+
+    path = tmp_path / f"bomb{side}.png"
+    Image.new("1", (side, side)).save(path)
+    assert main(["caption", str(path), "--pipeline", str(saved / "pipe"), *FLAGS]) == 2
+    error = one_error(capsys)
+    assert repr(str(path)) in error and "16,777,216" in error and "pixels" in error

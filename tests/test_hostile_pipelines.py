@@ -6,6 +6,7 @@ that once gave a traceback, a hang or a silent repair instead of a one-line erro
 
 import json
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -367,3 +368,26 @@ def test_custom_code_named_by_auto_map_is_never_run_nor_offered(tmp_path, monkey
     except ValueError:
         pass  # refusing the folder is as safe as loading it without the code
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("fps", [-5.5, 0, "8", 1000])
+def test_a_saved_frame_rate_that_is_no_rate_is_refused_when_loaded(tmp_path, fps):
+    """`"fps": -5.5` in model_index.json was reported as -5 by the writer, after decoding."""
+    from mmspec.assets import VIDEO_ASSETS
+    from mmspec.pipelines.video import VideoPipeline
+
+    shutil.copytree(VIDEO_ASSETS, tmp_path / "pipe")
+    index = json.loads((tmp_path / "pipe" / "model_index.json").read_text())
+    (tmp_path / "pipe" / "model_index.json").write_text(json.dumps({**index, "fps": fps}))
+    with pytest.raises(ValueError, match=rf"model_index.json: fps must be a whole number from 1 to 120, got {re.escape(repr(fps))}"):
+        VideoPipeline.from_pretrained(tmp_path / "pipe")
+
+
+@pytest.mark.parametrize("names", [["a", "a", "c"], ["a", "", "c"]])
+def test_class_names_given_twice_or_empty_are_refused(names):
+    """Duplicate class names were accepted: `--classes a` then picked the first of two classes."""
+    from tests.helpers.pipelines import tiny_c2i_pipeline
+
+    pipe = tiny_c2i_pipeline()
+    with pytest.raises(ValueError, match="class_names"):
+        type(pipe)(pipe.transformer, pipe.vqvae, class_names=names)

@@ -86,3 +86,54 @@ def test_a_torn_record_and_a_killed_write_are_redone(speech_dir, tmp_path, capsy
     assert [m["prompt"] for m in manifest] == ["one", "zero"]
     assert (out / "audio" / "000001.wav").read_bytes() == first
     assert sorted(os.listdir(out / "audio")) == ["000001.wav", "000002.wav"]
+
+
+def test_a_duration_past_float_range_is_one_line(speech_dir, tmp_path, capsys):
+    """`speak seven --duration 1e308` raised OverflowError (1e308 seconds times the frame
+    rate is inf, which round() cannot take)."""
+    for duration in ("1e308", "1e-300"):
+        assert main(["speak", "one", "--pipeline", str(speech_dir), "--duration", duration, "--out", str(tmp_path / "a.wav")]) == 2
+        error = one_error(capsys)
+        assert "is outside what this model makes:" in error and " to " in error
+    assert not (tmp_path / "a.wav").exists()
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_a_prompts_file_that_never_ends_is_one_line(speech_dir, tmp_path, capsys):
+    """The reader of `--prompts` (batch, video --batch and speak) read /dev/zero until the
+    kernel killed it."""
+    assert speak(speech_dir, "/dev/zero", tmp_path / "b") == 2
+    assert "holds more than the 67,108,864 bytes one run reads" in one_error(capsys)
+    assert not (tmp_path / "b").exists()
+
+
+def test_many_words_with_wide_branches_are_refused_by_the_forward_check(capsys, tmp_path):
+    """`speak` of 256 words with `--branches 64 --window 51` was killed for memory: the
+    forward's check now counts the attention over its 3160 inputs a row."""
+    code = main(["speak", *["seven"] * 256, "--decoding", "mc-sjd", "--branches", "64", "--window", "51",
+                 "--out", str(tmp_path / "a.wav")])
+    assert code == 2
+    assert "GiB of logits and attention scores for 256 sequence(s)" in one_error(capsys)
+    assert not (tmp_path / "a.wav").exists()
+
+
+def test_help_lists_what_speak_takes(capsys):
+    """`speak --help` offered zipar and lpd-20 (refused by every speech pipeline), and named
+    neither the previous-step drafts nor the relaxed rules speak takes."""
+    assert main(["speak", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for taken in ("previous-step", "+pcg", "+gsd", "+lantern", "mc-sjd", "keyed", "prompt-lookup"):
+        assert taken in text, taken
+    for refused in ("zipar", "lpd-20", "above"):
+        assert refused not in text, refused
+
+
+@pytest.mark.parametrize("flags, named", [(["one", "--out-dir", "b"], "--out-dir"), (["--prompts", "p.txt", "--out", "a.wav"], "--out ")])
+def test_an_output_flag_of_the_other_mode_is_refused_not_ignored(speech_dir, tmp_path, capsys, monkeypatch, flags, named):
+    """`speak one --out-dir b` wrote outputs/speech.wav and ignored --out-dir."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.txt").write_text("one\n")
+    assert main(["speak", "--pipeline", str(speech_dir), *flags]) == 2
+    [error] = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert error.startswith("mmspec speak: error:") and named in error
+    assert not (tmp_path / "outputs").exists() and not (tmp_path / "b").exists()

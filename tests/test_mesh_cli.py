@@ -59,4 +59,4 @@ def test_mesh_unwritable_output_and_corrupt_folder_are_one_line_errors(mesh_dir,
     assert "is not writable" in capsys.readouterr().err
     assert main(["mesh", "--pipeline", str(tmp_path), "--out-dir", str(tmp_path / "o")]) == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("mmspec mesh: error:")]
-    assert len(errors) == 1 and "config.json is missing" in errors[0]
+    assert len(errors) == 1 and "model_index.json is missing" in errors[0]

@@ -5,8 +5,8 @@ committed), so a reader sees how many tokens each forward of a method accepts.
 Registered in `mmspec.apps.demo.TABS`; `build_caption_tab()` lays out its widgets inside
 the `gr.Tab` it is called in, around the shipped captioner or a given `CaptioningPipeline`.
 An upload is refused in one line, from its header alone, when it has more than
-`MAX_UPLOAD_PIXELS` pixels (a 30,000 x 30,000 decompression bomb included), so that
-concurrent huge uploads never reach memory.
+`mmspec.core.bounds.MAX_IMAGE_PIXELS` pixels (a 30,000 x 30,000 decompression bomb
+included), so that concurrent huge uploads never reach memory.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from transformers.generation.streamers import BaseStreamer
 
 from mmspec.apps.fields import refusal, seed_field, whole
 from mmspec.assets import CAPTIONER_ASSETS
+from mmspec.core.bounds import MAX_IMAGE_PIXELS, check_image_pixels
 from mmspec.io.images import to_pil
 from mmspec.pipelines.captioning import TEXT_DECODINGS, CaptioningPipeline
 from mmspec.runs.batch import MAX_SEED
@@ -35,9 +36,6 @@ MAX_NEW_TOKENS = 96
 MAX_PROMPT_CHARS = 400
 # an upload's pixels: the captioner sees every image resized to its own small input, and
 # an RGB image at the cap decodes to 48 MiB (a 12,000 x 12,000 one to 412 MiB)
-MAX_UPLOAD_PIXELS = 4096 * 4096
-
-
 @functools.cache
 def shipped_captioner() -> CaptioningPipeline:
     pipe = CaptioningPipeline.from_pretrained(CAPTIONER_ASSETS)
@@ -50,7 +48,7 @@ def first_line(err: BaseException) -> str:
 
 
 def check_upload_size(payload) -> None:
-    """Refuses, from the header alone, an upload of more than `MAX_UPLOAD_PIXELS` pixels
+    """Refuses, from the header alone, an upload of more than `MAX_IMAGE_PIXELS` pixels
     (PIL reads the size without decoding the pixels). `payload` is Gradio's image data: a
     path on the server, or a `data:` URL."""
     if payload is None:
@@ -62,17 +60,18 @@ def check_upload_size(payload) -> None:
             width, height = im.size
     except PIL.Image.DecompressionBombError as err:  # PIL's own cap, far above ours: refused at the header too
         raise refusal(f"the upload is too large an image ({first_line(err)}); this app takes at most "
-                      f"{MAX_UPLOAD_PIXELS:,} pixels (4096 x 4096): resize it first") from None
+                      f"{MAX_IMAGE_PIXELS:,} pixels: resize it first") from None
     except (PIL.UnidentifiedImageError, OSError, ValueError, TypeError, binascii.Error) as err:
         raise refusal(f"the upload is not an image this app can read ({first_line(err)}); give a PNG or JPEG file") from None
-    if width * height > MAX_UPLOAD_PIXELS:
-        raise refusal(f"the upload is {width} x {height} pixels; this app takes at most {MAX_UPLOAD_PIXELS:,} pixels "
-                      f"(4096 x 4096): resize it first")
+    try:
+        check_image_pixels(width, height, "upload")
+    except ValueError as err:
+        raise refusal(str(err)) from None
 
 
 def image_upload(**kwargs) -> gr.Image:
     """A `gr.Image` that refuses an upload which is not an image, or has more than
-    `MAX_UPLOAD_PIXELS` pixels, in one line before decoding it (Gradio's own message says
+    `MAX_IMAGE_PIXELS` pixels, in one line before decoding it (Gradio's own message says
     only that the app raised an exception). Its `preprocess` is wrapped on the instance: a
     subclass of a Gradio component would make Gradio write a `.pyi` stub beside this module."""
     image = gr.Image(**kwargs)

@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 from mmspec.assets import CAPTIONER_ASSETS
-from mmspec.commands.common import load, positive_int, seed_number, thread_count
+from mmspec.commands.common import load, positive_int, recorded_pipeline, seed_number, thread_count
 from mmspec.runs.batch import item_seed
 from mmspec.runs.paths import FILE_NAME
 from mmspec.io.files import check_writable
+from mmspec.io.images import open_checked, read_rgb
 from mmspec.runs.runner import Run, RunItem, sha256_of
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif")
@@ -38,8 +39,8 @@ class ImageItem:
 
 def image_items(paths: list[str | Path]) -> list[ImageItem]:
     """Image files, with folders expanded to their image files (sorted by name); ids are
-    file stems and must be unique. A missing path, a file that is no image (its header is
-    read) or a repeated stem is a ValueError."""
+    file stems and must be unique. A missing path, a file that is no image or has more than
+    `MAX_IMAGE_PIXELS` pixels (its header is read) or a repeated stem is a ValueError."""
     files = []
     for given in map(Path, paths):
         if given.is_dir():
@@ -64,20 +65,15 @@ def image_items(paths: list[str | Path]) -> list[ImageItem]:
 
 
 def check_image_header(path: Path) -> None:
-    try:
-        with Image.open(path):
-            pass
-    except (OSError, UnidentifiedImageError) as err:
-        raise ValueError(f"cannot read image {str(path)!r}: {err}") from None
+    """Refuses, from its header alone, a file that is no image or one past the pixel cap of
+    `mmspec.core.bounds` (a 30,000 x 30,000 PNG raised PIL's DecompressionBombError)."""
+    with open_checked(path):
+        pass
 
 
 def open_image(path: Path) -> Image.Image:
     """The RGB image in `path`, or a one-line ValueError naming the file."""
-    try:
-        with Image.open(path) as im:
-            return im.convert("RGB")
-    except (OSError, UnidentifiedImageError) as err:
-        raise ValueError(f"cannot read image {str(path)!r}: {err}") from None
+    return read_rgb(path)
 
 
 def caption_items(pipe, items: list[ImageItem], batch_size: int, seed: int, call_kwargs: dict) -> Iterator[tuple[list[ImageItem], object, float]]:
@@ -182,7 +178,7 @@ def caption_command(args) -> None:
         bars[0].update(1)
 
     manifest = run_caption_batch(pipe, items, args.out, batch_size=args.batch_size, seed=args.seed, call_kwargs=call_kwargs,
-                                 pipeline=str(Path(args.pipeline).resolve()), restart=args.restart, on_item=progress)
+                                 pipeline=recorded_pipeline(args.pipeline), restart=args.restart, on_item=progress)
     for bar in bars:
         bar.close()
     print(f"captioned {len(items)} images; manifest: {manifest}")

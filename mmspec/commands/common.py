@@ -9,7 +9,6 @@ first, then the output destination, then what depends on the loaded model.
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 import torch
@@ -48,8 +47,11 @@ def positive_int(text: str) -> int:
 
 
 def thread_count(text: str) -> int:
-    """`--threads`: from 1 to this machine's cores (more threads than cores only contend)."""
-    cores = os.cpu_count() or 1
+    """`--threads`: from 1 to this machine's cores (`mmspec.core.bounds.machine_cores`;
+    more threads than cores only contend)."""
+    from mmspec.core.bounds import machine_cores
+
+    cores = machine_cores()
     return whole_number(text, 1, cores, f"a whole number from 1 to {cores} (this machine's cores)")
 
 

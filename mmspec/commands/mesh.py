@@ -57,17 +57,16 @@ def add_parser(sub) -> None:
 
 def read_items(path: str, class_names: list[str]) -> list[tuple[str, str]]:
     """(id, class name) per line of a text or .jsonl file; one-line errors naming the line."""
+    from mmspec.core.bounds import json_value, read_text_file
+
     items = []
-    try:
-        lines = Path(path).read_text().splitlines()
-    except OSError as err:
-        raise ValueError(f"cannot read --items {path}: {err.strerror}") from None
+    lines = read_text_file(path, "--items file").splitlines()
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         if path.endswith(".jsonl"):
             try:
-                record = json.loads(line)
+                record = json_value(line)
             except json.JSONDecodeError:
                 raise ValueError(f"{path} line {n} is not a JSON object") from None
             if not isinstance(record, dict) or "class" not in record:

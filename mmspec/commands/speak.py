@@ -7,18 +7,36 @@ list, `--duration`), and text-to-speech models (`OrpheusPipeline`, `DiaPipeline`
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 from mmspec.assets import SPEECH_ASSETS
-from mmspec.commands.common import add_decoding, add_method, add_pipeline, decoding_configs, load, positive_int, sampling_kwargs
+from mmspec.commands.common import (
+    add_decoding,
+    add_method,
+    add_pipeline,
+    decoding_configs,
+    load,
+    positive_int,
+    recorded_pipeline,
+    sampling_kwargs,
+)
 from mmspec.io.audio import check_wav_path, write_wav
 from mmspec.io.files import check_writable
 from mmspec.runs.batch import Item, decode_items, start_run
 
 AUDIO = "audio/{id}.wav"
+DEFAULT_WAV = "outputs/speech.wav"
+DEFAULT_BATCH_DIR = "outputs/speech-batch"
+# what speak takes, in its --help: the image-only names (zipar, lpd-*, left/above) are refused by every speech pipeline
+DECODING_HELP = ("decoding method: auto (default; hardware-aware, exact), ar, keyed, sjd or mc-sjd, each optionally +lookup, "
+                 "or prompt-lookup; the speech model also takes a relaxed acceptance rule: +pcg, +gsd or +lantern "
+                 "(mc-sjd+pcg, sjd+gsd, ...); text-to-speech pipelines (Orpheus, Dia) take exact methods only")
+INIT_HELP = ("first drafts: random (default; auto: chosen), previous-step (each codebook's token of the step before; the speech "
+             "model), lookup, or several joined by + (previous-step+lookup); Orpheus also takes previous-frame")
 
 
 def run_audio_batch(
@@ -66,7 +84,7 @@ def speak_text(pipe, args, config, sampling: dict) -> None:
 
         items = read_items(args.prompts, None)
         done = run_audio_batch(pipe, items, args.out_dir, decoding=config, seed=args.seed, call_kwargs=call,
-                               pipeline=str(Path(args.pipeline).resolve()), restart=args.restart)
+                               pipeline=recorded_pipeline(args.pipeline), restart=args.restart)
         print(f"wrote {len(done)} clips ({len(items) - len(done)} already done); manifest: {write_manifest(args.out_dir, items)}")
         return
     text = " ".join(args.words)
@@ -88,6 +106,11 @@ def speak_command(args) -> None:
         raise ValueError("give words to say (mmspec speak seven three --out ...) or --prompts FILE, not both or neither")
     if args.restart and not args.prompts:
         raise ValueError("--restart clears a batch folder: give it with --prompts and --out-dir")
+    if args.words and args.out_dir is not None:
+        raise ValueError("--out-dir is the folder of a --prompts batch; words are said into one WAV: give --out FILE")
+    if args.prompts and args.out is not None:
+        raise ValueError("--out names the WAV of words said; a --prompts batch writes into --out-dir")
+    args.out, args.out_dir = args.out or DEFAULT_WAV, args.out_dir or DEFAULT_BATCH_DIR
     if args.words:
         check_wav_path(args.out, args.overwrite)
     else:
@@ -107,7 +130,7 @@ def speak_command(args) -> None:
         if args.duration is not None:
             sampling["duration_s"] = args.duration
         done = run_audio_batch(pipe, items, args.out_dir, decoding=config, seed=args.seed, call_kwargs=sampling,
-                               pipeline=str(Path(args.pipeline).resolve()), restart=args.restart)
+                               pipeline=recorded_pipeline(args.pipeline), restart=args.restart)
         print(f"wrote {len(done)} clips ({len(items) - len(done)} already done); manifest: {write_manifest(args.out_dir, items)}")
         return
     out = pipe(list(args.words), decoding=config, duration_s=args.duration, generator=torch.Generator().manual_seed(args.seed),
@@ -126,13 +149,15 @@ def add_parser(sub) -> None:
     add_pipeline(s, SPEECH_ASSETS, "speech")
     add_method(s)
     add_decoding(s)
+    for action in s._actions:  # the shared help names image methods (zipar, lpd-20, above) that no speech pipeline takes
+        action.help = {"decoding": DECODING_HELP, "init": INIT_HELP, "zipar_window": argparse.SUPPRESS}.get(action.dest, action.help)
     s.add_argument("words", nargs="*", help="words to say, one after another (seven three ...), or the text to say")
     s.add_argument("--duration", type=float, help="seconds per word (default: the model's clip length)")
     s.add_argument("--voice", help="text-to-speech: one of the model's voices (tara, leo, ... for Orpheus)")
     s.add_argument("--max-new-tokens", type=positive_int, help="text-to-speech: the longest clip in tokens (default: the model's)")
-    s.add_argument("--out", default="outputs/speech.wav", help="output WAV for words (default outputs/speech.wav)")
+    s.add_argument("--out", help=f"output WAV for words (default {DEFAULT_WAV})")
     s.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     s.add_argument("--prompts", help="batch: a text file of words or texts, one per line (or .jsonl with prompt and id)")
-    s.add_argument("--out-dir", default="outputs/speech-batch", help="batch output: audio/, records/, run.json, manifest.jsonl")
+    s.add_argument("--out-dir", help=f"with --prompts: the batch folder of audio/, records/, run.json, manifest.jsonl (default {DEFAULT_BATCH_DIR})")
     s.add_argument("--restart", action="store_true", help="with --prompts: delete an earlier run's results in --out-dir and start over")
     s.set_defaults(run=speak_command)

@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,14 +51,11 @@ from mmspec.assets import VIDEO_ASSETS
 from mmspec.commands.common import VIDEO_PIPELINES, check_family, pipeline_class_name, positive_int, recorded_pipeline, seed_number, thread_count
 from mmspec.runs.batch import item_seed, json_item, read_items, read_lines
 from mmspec.runs.paths import FILE_NAME, class_file_name, file_name
+from mmspec.core.bounds import MAX_FRAME_SIDE, MAX_VIDEO_BYTES, max_video_scale
 from mmspec.io.files import atomic_write, check_writable
 from mmspec.runs.runner import RESTART, Run, RunItem
 from mmspec.io.video import VIDEO_FORMATS, check_format, read_video
 
-# a video's upscaled frames are held in memory at once before they are encoded
-MAX_VIDEO_BYTES = 2**30
-# wider frames than this are no preview of a 32-pixel model, and slow every encoder
-MAX_FRAME_SIDE = 4096
 # the flags of one family's mode (argparse dest: flag, what to use instead with the other family's pipeline)
 CLASS_FLAGS = {"classes": ("--classes", "--input VIDEO or --batch items.jsonl"), "per_class": ("--per-class", "--per-input"),
                "guidance_scale": ("--guidance-scale", "--temperature (Cosmos samples without guidance)"),
@@ -192,7 +188,7 @@ def run_classes(pipe, args, config, fmt: str, sampling: dict, out_dir: Path) -> 
     per_class = 1 if args.per_class is None else args.per_class
     if args.batch:
         tasks = [RunItem(item.id, {"class_label": item.class_label}, item_seed(args.seed, item.id))
-                 for item in read_items(args.batch, pipe.class_names)]
+                 for item in read_items(args.batch, pipe.class_names, "batch file")]
     else:
         if per_class > pipe.max_images_per_call:
             raise ValueError(f"--per-class {per_class} is more than the {pipe.max_images_per_call} videos one call of this "
@@ -331,7 +327,7 @@ def check_scale(scale: int, frames: int, size: tuple[int, int]) -> int:
     each pixel `scale` x `scale` times larger, would pass `MAX_FRAME_SIDE` or
     `MAX_VIDEO_BYTES` (RGB, one byte a channel): checked before any decoding."""
     h, w = size
-    limit = max(1, min(MAX_FRAME_SIDE // max(h, w), math.isqrt(MAX_VIDEO_BYTES // (frames * h * w * 3))))
+    limit = max_video_scale(frames, h, w)
     if isinstance(scale, bool) or not isinstance(scale, int) or not 1 <= scale <= limit:
         raise ValueError(f"--scale must be a whole number from 1 to {limit} for {frames} frames of {w}x{h} pixels (at most "
                          f"{MAX_FRAME_SIDE} pixels a side and {MAX_VIDEO_BYTES // 2**30} GiB a video), got {scale!r}")

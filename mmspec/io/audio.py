@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from mmspec.core.bounds import MAX_AUDIO_BYTES, MAX_AUDIO_SECONDS, check_media_file
 from mmspec.io.files import atomic_write, check_writable
 
 
@@ -51,12 +52,21 @@ def write_wav(path: str | Path, audio: torch.Tensor | np.ndarray, sample_rate: i
 
 
 def read_wav(path: str | Path) -> tuple[torch.Tensor, int]:
-    """A 16-bit mono WAV as float `[samples]` in [-1, 1], and its sample rate."""
-    with wave.open(str(path), "rb") as f:
-        if f.getsampwidth() != 2 or f.getnchannels() != 1:
-            raise ValueError(f"{path} is not 16-bit mono PCM")
-        pcm = np.frombuffer(f.readframes(f.getnframes()), dtype="<i2")
-        return torch.from_numpy(pcm.astype(np.float32) / 32768.0), f.getframerate()
+    """A 16-bit mono WAV as float `[samples]` in [-1, 1], and its sample rate; a file past
+    `MAX_AUDIO_BYTES` or `MAX_AUDIO_SECONDS` (`mmspec.core.bounds`), or no WAV, is refused
+    in one line naming it."""
+    path = check_media_file(path, "WAV", MAX_AUDIO_BYTES)
+    try:
+        with wave.open(str(path), "rb") as f:
+            if f.getsampwidth() != 2 or f.getnchannels() != 1:
+                raise ValueError(f"{path} is not 16-bit mono PCM")
+            seconds = f.getnframes() / max(f.getframerate(), 1)
+            if seconds > MAX_AUDIO_SECONDS:
+                raise ValueError(f"{path} lasts {seconds:,.0f} s, more than the {MAX_AUDIO_SECONDS:,.0f} s mmspec reads")
+            pcm = np.frombuffer(f.readframes(f.getnframes()), dtype="<i2")
+            return torch.from_numpy(pcm.astype(np.float32) / 32768.0), f.getframerate()
+    except (wave.Error, EOFError) as err:
+        raise ValueError(f"{path} is not a readable WAV file ({err or 'truncated'})") from None
 
 
 def as_gradio_audio(audio: torch.Tensor, sample_rate: int) -> tuple[int, np.ndarray]:

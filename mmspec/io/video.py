@@ -22,9 +22,12 @@ import numpy as np
 import torch
 from PIL import Image, ImageSequence, UnidentifiedImageError
 
-from mmspec.io.images import commit_heatmap
+from mmspec.core.bounds import MAX_VIDEO_BYTES, check_image_pixels, check_media_file, check_video_size
+from mmspec.io.images import commit_heatmap, open_checked
 
 VIDEO_FORMATS = {"gif": "Pillow", "mp4": "PyAV"}
+# frame rates a saved pipeline or a call may ask for
+MAX_FPS = 120
 
 
 def video_format(path: str | Path) -> str:
@@ -47,15 +50,27 @@ def upscale(frames: np.ndarray, scale: int) -> np.ndarray:
     return frames if scale == 1 else frames.repeat(scale, axis=1).repeat(scale, axis=2)
 
 
+def check_fps(fps) -> int:
+    """Frames per second, a whole number from 1 to `MAX_FPS` (-5.5 is no rate to round)."""
+    if isinstance(fps, bool) or not isinstance(fps, int) or not 1 <= fps <= MAX_FPS:
+        raise ValueError(f"fps must be a whole number from 1 to {MAX_FPS}, got {fps!r}")
+    return fps
+
+
 def save_video(frames: np.ndarray, path: str | Path, fps: int = 8, scale: int = 1, fmt: str | None = None) -> Path:
     """Writes uint8 `frames [F, H, W, 3]` to `path` as `fmt` (by default its suffix: .gif or
-    .mp4), each pixel `scale` times larger (nearest neighbour: 32x32 frames are tiny)."""
+    .mp4), each pixel `scale` times larger (nearest neighbour: 32x32 frames are tiny). The
+    upscaled frames are held at once: past `MAX_FRAME_SIDE` a side or `MAX_VIDEO_BYTES`
+    (`mmspec.core.bounds`) they are refused before any is made (`scale=10**6` reached 7 GB)."""
     fmt = video_format(path) if fmt is None else check_format(fmt)
     if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
         raise ValueError(f"scale must be an integer >= 1, got {scale!r}")
-    if not (isinstance(fps, int) and not isinstance(fps, bool) and 1 <= fps <= 120):
-        raise ValueError(f"fps must be an integer in [1, 120], got {fps!r}")
-    frames = upscale(np.asarray(frames, dtype=np.uint8), scale)
+    check_fps(fps)
+    frames = np.asarray(frames, dtype=np.uint8)
+    if frames.ndim != 4 or frames.shape[-1] != 3 or 0 in frames.shape:
+        raise ValueError(f"frames must be a uint8 array [F, H, W, 3] of at least one frame, got shape {frames.shape}")
+    check_video_size(*frames.shape[:3], scale)
+    frames = upscale(frames, scale)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "gif":
@@ -95,8 +110,10 @@ def read_video(path: str | Path, max_frames: int) -> np.ndarray:
     elif not path.is_file():
         raise ValueError(f"video {str(path)!r} does not exist")
     elif path.suffix.lower() == ".gif":
+        check_media_file(path, "video", MAX_VIDEO_BYTES)
         frames = _read_gif(path, max_frames)
     else:
+        check_media_file(path, "video", MAX_VIDEO_BYTES)
         frames = _read_with_av(path, max_frames)
     if not frames:
         raise ValueError(f"video {str(path)!r} holds no frames")
@@ -111,22 +128,35 @@ def _read_png_folder(folder: Path, max_frames: int) -> list[np.ndarray]:
     files = sorted(p for p in folder.iterdir() if p.suffix.lower() == ".png" and not p.name.startswith("."))
     if not files:
         raise ValueError(f"folder {str(folder)!r} holds no .png frames")
-    frames = []
+    frames, held = [], 0
     for file in files[:max_frames]:
-        try:
-            with Image.open(file) as im:
+        with open_checked(file, "frame") as im:
+            held = _hold(held, im.width * im.height * 3, folder)
+            try:
                 frames.append(np.asarray(im.convert("RGB")))
-        except (OSError, UnidentifiedImageError) as err:
-            raise ValueError(f"cannot read frame {str(file)!r}: {err}") from None
+            except OSError as err:
+                raise ValueError(f"cannot read frame {str(file)!r}: {err}") from None
     return frames
 
 
+def _hold(held: int, frame_bytes: int, path: Path) -> int:
+    """`held` + `frame_bytes`, refused past `MAX_VIDEO_BYTES`: the frames read are held at once."""
+    if held + frame_bytes > MAX_VIDEO_BYTES:
+        raise ValueError(f"video {str(path)!r}: its frames pass the {MAX_VIDEO_BYTES // 2**30} GiB mmspec holds; "
+                         "read fewer frames (max_frames) or give a smaller video")
+    return held + frame_bytes
+
+
 def _read_gif(path: Path, max_frames: int) -> list[np.ndarray]:
-    try:
-        with Image.open(path) as im:
-            return [np.asarray(f.convert("RGB")) for f, _ in zip(ImageSequence.Iterator(im), range(max_frames))]
-    except (OSError, UnidentifiedImageError) as err:
-        raise ValueError(f"cannot read video {str(path)!r}: {err}") from None
+    frames, held = [], 0
+    with open_checked(path, "video") as im:
+        try:
+            for frame, _ in zip(ImageSequence.Iterator(im), range(max_frames)):
+                held = _hold(held, im.width * im.height * 3, path)
+                frames.append(np.asarray(frame.convert("RGB")))
+        except (OSError, UnidentifiedImageError) as err:
+            raise ValueError(f"cannot read video {str(path)!r}: {err}") from None
+    return frames
 
 
 def _read_with_av(path: Path, max_frames: int) -> list[np.ndarray]:
@@ -135,12 +165,14 @@ def _read_with_av(path: Path, max_frames: int) -> list[np.ndarray]:
                          "(or mmspec[video]), or give a .gif or a folder of .png frames")
     import av
 
-    frames = []
+    frames, held = [], 0
     try:
         with av.open(str(path)) as container:
             if not container.streams.video:
                 raise ValueError(f"video {str(path)!r} holds no video stream")
             for frame in container.decode(container.streams.video[0]):
+                check_image_pixels(frame.width, frame.height, f"frame {len(frames)} of {str(path)!r}")
+                held = _hold(held, frame.width * frame.height * 3, path)
                 frames.append(frame.to_ndarray(format="rgb24"))
                 if len(frames) == max_frames:
                     break

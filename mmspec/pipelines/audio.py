@@ -29,7 +29,7 @@ from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.stats import DecodeStats
 from mmspec.metrics.spoken_words import WordClassifier, WordClassifierConfig
 from mmspec.models.adapters.musicgen import MusicgenLM, WordCondition
-from mmspec.pipelines.base import MMSpecPipeline
+from mmspec.pipelines.base import MMSpecPipeline, attention_heads
 from mmspec.pipelines.checks import as_prompts, check_decoding_memory, check_generator, sampling_config
 from mmspec.pipelines.components import Component, own_module, self_saving, transformers_model
 from mmspec.pipelines.loading import save_module
@@ -167,7 +167,9 @@ class SpeechPipeline(MMSpecPipeline):
         if isinstance(duration_s, bool) or not isinstance(duration_s, (int, float)) or not math.isfinite(duration_s):
             raise ValueError(f"duration must be a finite number of seconds, from {1 / self.codec.frame_rate:.3f} to "
                              f"{self.max_duration_s:.3f}, got {duration_s!r}")
-        frames = round(duration_s * self.codec.frame_rate)
+        # compared before rounding: 1e308 seconds times the frame rate is inf, which round() cannot take
+        seconds_per_frame = 1 / self.codec.frame_rate
+        frames = round(duration_s * self.codec.frame_rate) if 0 < duration_s <= self.max_duration_s + seconds_per_frame else 0
         if not 1 <= frames <= self.frames:
             raise ValueError(f"duration {duration_s:g} s is outside what this model makes: "
                              f"{1 / self.codec.frame_rate:.3f} to {self.max_duration_s:.3f} s")
@@ -181,7 +183,8 @@ class SpeechPipeline(MMSpecPipeline):
         longer than the longest clip, or branches past the codebook's size or the memory of a
         forward, is refused; a window longer than a shorter clip of `steps` decoder steps (a
         short `duration_s` with the default window of 16) is cut to that clip."""
-        config = check_decoding_memory(decoding, self.token_model(self.steps_for(None)).layout(), rows)
+        config = check_decoding_memory(decoding, self.token_model(self.steps_for(None)).layout(), rows,
+                                       attention_heads(self.decoder.config))
         steps = steps or self.steps_for(None)
         if config.method != "ar" and config.window is not None and config.window > steps:
             config = dataclasses.replace(config, window=steps)

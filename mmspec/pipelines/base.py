@@ -14,25 +14,28 @@ import numpy as np
 import torch
 from diffusers import DiffusionPipeline
 
+from mmspec.core.bounds import KV_CACHE_BUDGET_BYTES, check_items_per_call, images_within_budget
 from mmspec.core.contracts import TokenModel
 from mmspec.core.layout import TokenLayout
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.generate import generate
 from mmspec.io.images import to_pil
-from mmspec.pipelines.checks import (
-    KV_CACHE_BUDGET_BYTES,
-    OUTPUT_TYPES,
-    check_decoding_limits,
-    check_decoding_memory,
-    check_generator,
-    images_within_budget,
-    resolve_sampling,
-)
+from mmspec.pipelines.checks import OUTPUT_TYPES, check_decoding_limits, check_decoding_memory, check_generator, resolve_sampling
 from mmspec.pipelines.components import Component, check_entry
 from mmspec.pipelines.loading import pop_dtype, read_index
 from mmspec.pipelines.pipeline_output import ImagePipelineOutput
 from mmspec.utils.json_files import write_json
+
+
+def attention_heads(config) -> int:
+    """The attention heads whose scores a forward of the model of `config` holds at once
+    (`check_decoding_memory` counts them): all of them under transformers' eager kernel,
+    1 under SDPA, which tiles them (mmspec's own networks call SDPA)."""
+    config = getattr(config, "text_config", None) or config
+    if getattr(config, "_attn_implementation", None) != "eager":
+        return 1
+    return max(1, int(getattr(config, "num_attention_heads", 1) or 1))
 
 
 def condition_row(condition, i: int):
@@ -239,7 +242,15 @@ class TokenImagePipeline(MMSpecPipeline):
             8
         """
         config = check_decoding_limits(decoding, self.token_grid)
-        return check_decoding_memory(config, self.decoding_layout(self.token_grid), 1)
+        return check_decoding_memory(config, self.decoding_layout(self.token_grid), 1, self.attention_heads)
+
+    @property
+    def attention_heads(self) -> int:
+        """The generator's attention heads held at once (`attention_heads` of its
+        `transformer`, or of its `model`)."""
+        module = getattr(self, "transformer", None)
+        module = getattr(self, "model", None) if module is None else module
+        return 1 if module is None else attention_heads(module.config)
 
     @property
     def token_vocab_size(self) -> int:
@@ -255,12 +266,8 @@ class TokenImagePipeline(MMSpecPipeline):
         returns the generator(s)."""
         if output_type not in OUTPUT_TYPES:
             raise ValueError(f"unknown output_type {output_type!r}; choose from {', '.join(OUTPUT_TYPES)}")
-        limit = self.max_images_for(grid)
-        if num_images > limit:
-            raise ValueError(
-                f"{num_images} images in one call exceed this model's {limit} ({KV_CACHE_BUDGET_BYTES // 2**30} GiB "
-                f"of cache at {grid[0]}x{grid[1]} tokens); split the request"
-            )
+        check_items_per_call(num_images, self.max_images_for(grid), "images",
+                             f"{KV_CACHE_BUDGET_BYTES // 2**30} GiB of cache at {grid[0]}x{grid[1]} tokens")
         return check_generator(generator, num_images)
 
     def check_common(self, decoding, output_type: str, generator, num_images: int, grid: tuple[int, int]):
@@ -268,7 +275,7 @@ class TokenImagePipeline(MMSpecPipeline):
         `grid`, then `check_batch`; before any work."""
         generator = self.check_batch(output_type, generator, num_images, grid)
         config = check_decoding_limits(decoding, grid)
-        return check_decoding_memory(config, self.decoding_layout(grid), num_images), generator
+        return check_decoding_memory(config, self.decoding_layout(grid), num_images, self.attention_heads), generator
 
     @staticmethod
     def to_output(images: torch.Tensor | None, tokens: torch.Tensor, stats: list, output_type: str, return_dict: bool):

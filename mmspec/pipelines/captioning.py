@@ -32,7 +32,7 @@ from mmspec.assets import CAPTIONER_ASSETS
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.drafts import Lookup
 from mmspec.core.layout import TokenLayout
-from mmspec.pipelines.base import MMSpecPipeline, StepCallback
+from mmspec.pipelines.base import MMSpecPipeline, StepCallback, attention_heads
 from mmspec.pipelines.checks import as_prompts, check_decoding_memory, check_generator
 from mmspec.pipelines.components import transformers_model, transformers_processor
 
@@ -250,7 +250,7 @@ class CaptioningPipeline(MMSpecPipeline):
         generator = check_generator(generator, len(images))
         if isinstance(decoding, DecodingConfig):  # a window past the model's room for text, or branches past V, refused
             check_decoding_memory(decoding, TokenLayout.grid((self.max_new_tokens,), self.model.config.text_config.vocab_size),
-                                  len(images))
+                                  len(images), attention_heads(self.model.config))
         sampling = {k: v for k, v in dict(temperature=temperature, top_k=top_k, top_p=top_p).items() if v is not None}
         settings = dict(max_new_tokens=max_new_tokens, do_sample=do_sample, streamer=streamer, **sampling)
         callback = StepCallback(self, callback_on_step_end)

@@ -1,5 +1,6 @@
 """Step 1 of every pipeline call: its arguments checked before any work, and the limits that
-follow from the model and the machine (images per call, the memory of one forward).
+follow from the model and the machine (images per call, the memory of one forward), whose
+budgets `mmspec.core.bounds` states for every family.
 Each refusal is one `ValueError` that names the argument and the way out."""
 
 from __future__ import annotations
@@ -9,6 +10,12 @@ import math
 
 import torch
 
+from mmspec.core.bounds import (  # noqa: F401  (the budgets, re-exported where the pipelines found them)
+    FORWARD_BUDGET_BYTES,
+    KV_CACHE_BUDGET_BYTES,
+    forward_bytes,
+    images_within_budget,
+)
 from mmspec.core.layout import TokenLayout
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.config import DecodingConfig
@@ -21,10 +28,6 @@ SAMPLING_KEYS = ("guidance_scale", "temperature", "top_k", "top_p")
 MAX_GUIDANCE_SCALE = 100.0
 # temperatures in use lie between 0 and ~2; past 10 every distribution is close to uniform noise
 MAX_TEMPERATURE = 10.0
-# keys and values one call may hold (CFG rows included): what bounds images per call
-KV_CACHE_BUDGET_BYTES = 8 * 2**30
-# the logits and branch q's one forward may hold: what bounds branches and windows
-FORWARD_BUDGET_BYTES = 8 * 2**30
 
 
 def as_prompts(prompt, name: str = "prompt") -> list[str]:
@@ -33,6 +36,22 @@ def as_prompts(prompt, name: str = "prompt") -> list[str]:
     if not prompts or any(not isinstance(p, str) or not p.strip() for p in prompts):
         raise ValueError(f"{name} must be a non-empty string or a non-empty list of non-empty strings, got {prompt!r}")
     return prompts
+
+
+def class_name_list(class_names, classes: int | None = None) -> list[str] | None:
+    """A class pipeline's `class_names` (None: unnamed) as a list of distinct non-empty
+    strings, one per class when the model says how many (`classes`): a name given twice
+    would make `--classes` pick one of two classes silently."""
+    if class_names is None:
+        return None
+    if not isinstance(class_names, (list, tuple)) or not all(isinstance(n, str) and n.strip() for n in class_names):
+        raise ValueError(f"class_names must be a list of non-empty strings, got {class_names!r}")
+    twice = next((n for i, n in enumerate(class_names) if n in class_names[:i]), None)
+    if twice is not None:
+        raise ValueError(f"class_names names {twice!r} twice; each class needs a name of its own")
+    if classes is not None and len(class_names) != classes:
+        raise ValueError(f"class_names has {len(class_names)} names for the model's {classes} classes; give one per class")
+    return list(class_names)
 
 
 def check_images_per_prompt(num_images_per_prompt) -> None:
@@ -78,7 +97,7 @@ def check_decoding_limits(decoding: str | DecodingConfig, grid: tuple[int, int])
     return config
 
 
-def check_decoding_memory(decoding: str | DecodingConfig, layout: TokenLayout, rows: int) -> DecodingConfig:
+def check_decoding_memory(decoding: str | DecodingConfig, layout: TokenLayout, rows: int, heads: int = 1) -> DecodingConfig:
     """`decoding` parsed and refused (one line, before any allocation) when it cannot fit
     the sequence of `layout` or the memory of one forward over `rows` sequences:
 
@@ -88,8 +107,10 @@ def check_decoding_memory(decoding: str | DecodingConfig, layout: TokenLayout, r
     - a branch takes, per codebook, distinct tokens other than its slot's draft: at most
       `V - 1` of them;
     - one forward feeds up to `extra_positions` inputs a sequence (windows and branch
-      nodes), and holds logits `[2 rows, M, K, V]` (CFG rows beside them) and the branch
-      q's, float32: `FORWARD_BUDGET_BYTES` bound them (`--branches 10**6` asked for 73 GB).
+      nodes), and holds logits `[2 rows, M, K, V]` (CFG rows beside them), the branch
+      q's and, per attention head (`heads`, the model's), the scores of those inputs over
+      the sequence's keys, float32: `FORWARD_BUDGET_BYTES` bounds them (`--branches 10**6`
+      asked for 73 GB; 256 spoken words with 64 branches and a window of 51 were killed).
     """
     from mmspec.decoding.loop.jacobi import extra_positions
 
@@ -107,19 +128,13 @@ def check_decoding_memory(decoding: str | DecodingConfig, layout: TokenLayout, r
         raise ValueError(f"branches {config.branches} asks for more candidates per codebook than the {V - 1} tokens besides "
                          f"the draft that this model's {V}-token vocabulary holds; choose 0 to {V - 1}")
     inputs = extra_positions(layout, config)
-    needed = 3 * 2 * rows * inputs * K * V * 4  # logits of cond and uncond rows, and the q's behind branch nodes
+    needed = forward_bytes(rows, inputs, K, V, keys=layout.length + inputs, heads=heads)
     if needed > FORWARD_BUDGET_BYTES:
-        raise ValueError(f"{config.name} feeds up to {inputs} inputs a forward: {needed / 2**30:.1f} GiB of logits for {rows} "
+        raise ValueError(f"{config.name} feeds up to {inputs} inputs a forward: {needed / 2**30:.1f} GiB of logits and "
+                         f"attention scores for {rows} "
                          f"sequence(s), more than the {FORWARD_BUDGET_BYTES // 2**30} GiB one call may hold; lower the branches "
                          "or the window, or split the request")
     return config
-
-
-def images_within_budget(layers: int, kv_heads: int, head_dim: int, slots: int, dtype: torch.dtype) -> int:
-    """Images whose keys and values (cond and uncond rows, `slots` positions each) fit
-    `KV_CACHE_BUDGET_BYTES`."""
-    per_image = 2 * 2 * layers * kv_heads * head_dim * slots * dtype.itemsize  # K and V, 2 rows for CFG
-    return max(1, KV_CACHE_BUDGET_BYTES // per_image)
 
 
 def check_generator(generator, num_images: int) -> torch.Generator | list[torch.Generator] | None:

@@ -38,6 +38,7 @@ from PIL import Image
 
 from mmspec.core.layout import TokenLayout
 from mmspec.decoding.config import DecodingConfig
+from mmspec.io.video import check_fps
 from mmspec.models.networks.cosmos import CosmosAR, CosmosARConfig, load_cosmos_checkpoint
 from mmspec.pipelines.base import TokenImagePipeline
 from mmspec.pipelines.checks import check_images_per_prompt, images_within_budget, sampling_config
@@ -80,8 +81,7 @@ class CosmosPipeline(TokenImagePipeline):
         if transformer.config.vocab_size != tokenizer.codebook_size:
             raise ValueError(f"the transformer scores {transformer.config.vocab_size} tokens, the tokenizer has "
                              f"{tokenizer.codebook_size} codes: they are not a pair")
-        if isinstance(fps, bool) or not isinstance(fps, int) or not 1 <= fps <= 120:
-            raise ValueError(f"fps must be an integer in [1, 120], got {fps!r}")
+        check_fps(fps)
         self.register_modules(transformer=transformer, tokenizer=tokenizer)
         self.safety_checker = safety_checker
         self.fps = fps

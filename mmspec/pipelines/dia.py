@@ -25,7 +25,7 @@ import torch
 
 from mmspec.decoding.config import DecodingConfig
 from mmspec.models.adapters.dia import DiaLM
-from mmspec.pipelines.base import MMSpecPipeline
+from mmspec.pipelines.base import MMSpecPipeline, attention_heads
 from mmspec.pipelines.checks import (
     SAMPLING_KEYS,
     as_prompts,
@@ -113,6 +113,11 @@ class DiaPipeline(MMSpecPipeline):
         """The most bytes of text the encoder reads."""
         return self.model.config.encoder_config.max_position_embeddings
 
+    @property
+    def attention_heads(self) -> int:
+        """The decoder's attention heads held at once (`attention_heads`)."""
+        return attention_heads(self.model.config.decoder_config)
+
     def max_audios_for(self, steps: int) -> int:
         """Clips of `steps` steps whose cache (both guidance rows) fits the call's budget."""
         d = self.model.config.decoder_config
@@ -138,7 +143,7 @@ class DiaPipeline(MMSpecPipeline):
         """`decoding` parsed and checked over `rows` clips of the default length
         (`check_decoding_memory`): a window longer than the clip, or branches past the
         vocabulary or the memory of a forward, is refused in one line."""
-        return check_decoding_memory(decoding, self.token_model(self.max_new_tokens).layout(), rows)
+        return check_decoding_memory(decoding, self.token_model(self.max_new_tokens).layout(), rows, self.attention_heads)
 
     # --- loading -------------------------------------------------------------------------
 
@@ -269,7 +274,7 @@ class DiaPipeline(MMSpecPipeline):
             raise ValueError(f"{n} clips of {steps} steps in one call exceed this model's {self.max_audios_for(steps)}; "
                              "split the request")
         layout = lm.layout()
-        decoding = check_decoding_memory(decoding, layout, n)
+        decoding = check_decoding_memory(decoding, layout, n, self.attention_heads)
         generator = check_generator(generator, n)
         # 2. encode the texts: their bytes padded on the right, as DiaProcessor pads them
         width = max(len(row) for row in ids)

@@ -24,7 +24,7 @@ from mmspec.metrics.classifier import ClassifierConfig, ShapesClassifier
 from mmspec.models.networks.draft_head import DraftHead, DraftHeadConfig
 from mmspec.models.networks.llamagen import CaptionCondition, LlamaGenConfig, LlamaGenGPT
 from mmspec.pipelines.base import TokenImagePipeline
-from mmspec.pipelines.checks import as_prompts, check_images_per_prompt, images_within_budget, sampling_config
+from mmspec.pipelines.checks import as_prompts, check_images_per_prompt, class_name_list, images_within_budget, sampling_config
 from mmspec.pipelines.components import own_module, transformers_model, transformers_processor
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
 
@@ -122,11 +122,7 @@ class LlamaGenPipeline(TokenImagePipeline):
             return None
         if config.model_type != "c2i":
             raise ValueError("class_names are for class-conditional (c2i) models; this LlamaGen is t2i")
-        if not isinstance(class_names, (list, tuple)) or not all(isinstance(n, str) for n in class_names):
-            raise ValueError(f"class_names must be a list of strings, got {class_names!r}")
-        if len(class_names) != config.num_classes:
-            raise ValueError(f"class_names has {len(class_names)} names for the model's {config.num_classes} classes; give one per class")
-        return list(class_names)
+        return class_name_list(class_names, config.num_classes)
 
     # --- what a front end reads ----------------------------------------------------------
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from mmspec.core.bounds import check_config_sizes
 from mmspec.utils.checkpoint import check_fits_memory, first_line
 from mmspec.utils.json_files import read_json, write_json
 
@@ -50,8 +51,9 @@ def as_dtype(dtype) -> torch.dtype | None:
     return dtype
 
 
-# the sizes of a transformers config (and of its nested text_config, vision_config, ...):
-# they must be whole numbers, and they bound the weights `transformers_weight_count` counts
+# the sizes of a transformers config (and of its nested text_config, vision_config, ...)
+# that bound the weights `transformers_weight_count` counts; `mmspec.core.bounds` checks
+# them and the head counts first (whole numbers from 1 to a stated cap)
 SIZE_KEYS = ("num_hidden_layers", "hidden_size", "intermediate_size", "ffn_dim", "vocab_size", "max_position_embeddings",
              "num_codebooks")
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
@@ -60,16 +62,18 @@ DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 def transformers_weight_count(config: dict, where: str) -> int:
     """About the weights of a transformers model of `config` (a `config.json` as a dict):
     per block of every (nested) config 4 h^2 of attention and 3 h x ffn of MLP, and the
-    embedding and output tables. Sizes that are not whole numbers >= 0 are refused."""
-    for key in SIZE_KEYS:
-        value = config.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise ValueError(f"{where}: {key!r} must be a whole number >= 0, got {value!r}")
+    embedding and output tables. Sizes and head counts that are not whole numbers within
+    `mmspec.core.bounds.CONFIG_SIZE_CAPS` are refused, naming `where` and the key."""
+    check_config_sizes(config, where)
+    return _weight_count(config)
+
+
+def _weight_count(config: dict) -> int:
     h = config.get("hidden_size") or 0
     ffn = config.get("intermediate_size") or config.get("ffn_dim") or 4 * h
     count = (config.get("num_hidden_layers") or 0) * (4 * h * h + 3 * h * ffn)
     count += (2 * (config.get("vocab_size") or 0) * (config.get("num_codebooks") or 1) + (config.get("max_position_embeddings") or 0)) * h
-    return count + sum(transformers_weight_count(sub, where) for sub in config.values() if isinstance(sub, dict))
+    return count + sum(_weight_count(sub) for sub in config.values() if isinstance(sub, dict))
 
 
 def check_transformers_config(folder: str | Path, dtype: torch.dtype | None) -> None:
@@ -113,9 +117,16 @@ def save_module(folder: Path, module: torch.nn.Module, config: dict) -> None:
 
 def load_module(folder: Path, model_cls, config_cls, what: str):
     """What `save_module` wrote: `model_cls.from_checkpoint` with its `config_cls` from JSON,
-    the config's types checked and its size held to the machine's memory before the module
-    is built (a config's own `weight_count`, else the module counted on the meta device)."""
-    config = config_cls.from_dict(read_json(folder / "config.json", what))
+    its sizes (`size_keys`) held to `mmspec.core.bounds`' caps and its types checked, naming
+    the file, and its size held to the machine's memory before the module is built (a
+    config's own `weight_count`, else the module counted on the meta device)."""
+    path = folder / "config.json"
+    values = read_json(path, what)
+    check_config_sizes(values, str(path), getattr(config_cls, "size_keys", {}))
+    try:
+        config = config_cls.from_dict(values)
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
     if config.weight_count() is not None:
         config.check_size()
     else:

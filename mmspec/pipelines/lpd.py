@@ -23,7 +23,7 @@ from mmspec.metrics.classifier import ShapesClassifier
 from mmspec.models.networks.lpd import LPD, LPDConfig
 from mmspec.pipelines.llamagen import SHAPES_CLASSIFIER, VQVAE, as_class_labels
 from mmspec.pipelines.base import TokenImagePipeline
-from mmspec.pipelines.checks import check_images_per_prompt, images_within_budget, sampling_config
+from mmspec.pipelines.checks import check_images_per_prompt, class_name_list, images_within_budget, sampling_config
 from mmspec.pipelines.components import own_module
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ
 
@@ -61,9 +61,7 @@ class LPDPipeline(TokenImagePipeline):
                  metadata: dict | None = None, guidance_schedule: str = "linear"):
         super().__init__()
         self.register_modules(transformer=transformer, vqvae=vqvae, classifier=classifier)
-        if class_names is not None and len(class_names) != transformer.config.class_num:
-            raise ValueError(f"class_names has {len(class_names)} names for the model's {transformer.config.class_num} classes")
-        self._class_names = None if class_names is None else list(class_names)
+        self._class_names = class_name_list(class_names, transformer.config.class_num)
         self.keep_default_sampling(default_sampling)
         self.repulsion = repulsion
         self.guidance_schedule = check_guidance_schedule(guidance_schedule)

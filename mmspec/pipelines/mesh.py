@@ -30,8 +30,9 @@ from mmspec.decoding.names import parse_name
 from mmspec.decoding.stats import DecodeStats
 from mmspec.metrics.mesh_classifier import MeshClassifier, MeshClassifierConfig
 from mmspec.models.adapters.mesh_opt import MeshXLModel, mesh_prompts
-from mmspec.pipelines.base import MMSpecPipeline, StepCallback
-from mmspec.pipelines.checks import KV_CACHE_BUDGET_BYTES, check_decoding_memory, check_generator, sampling_config
+from mmspec.core.bounds import KV_CACHE_BUDGET_BYTES, check_items_per_call, items_within_budget, kv_cache_bytes
+from mmspec.pipelines.base import MMSpecPipeline, StepCallback, attention_heads
+from mmspec.pipelines.checks import check_decoding_memory, check_generator, class_name_list, sampling_config
 from mmspec.pipelines.components import own_module, transformers_model
 from mmspec.pipelines.loading import pop_dtype
 from mmspec.utils.json_files import read_json
@@ -128,13 +129,12 @@ class MeshPipeline(MMSpecPipeline):
         self.register_modules(model=model, classifier=classifier)
         vocab = model.get_output_embeddings().weight.shape[0]
         if class_names is not None:
-            if not isinstance(class_names, (list, tuple)) or not all(isinstance(n, str) for n in class_names):
-                raise ValueError(f"class_names must be a list of strings, got {class_names!r}")
+            class_names = class_name_list(class_names)
             if class_token_offset + len(class_names) > vocab:
                 raise ValueError(f"{len(class_names)} class tokens from id {class_token_offset} do not fit the model's {vocab} ids")
         elif vocab < VOCAB_SIZE:
             raise ValueError(f"a MeshXL model has at least {VOCAB_SIZE} ids; this one has {vocab}")
-        self.class_names = None if class_names is None else list(class_names)
+        self.class_names = class_names
         self.class_token_offset = class_token_offset
         self.keep_default_sampling(default_sampling)
         self.max_faces = check_max_faces(min(DEFAULT_MAX_FACES, face_limit(model)) if max_faces is None else max_faces, model)
@@ -149,8 +149,9 @@ class MeshPipeline(MMSpecPipeline):
         (every layer; the prompt, the faces and `<eos>`) fit `KV_CACHE_BUDGET_BYTES`."""
         c = self.model.config
         slots = 2 + max_faces * TOKENS_PER_FACE + 1
-        per_mesh = 2 * c.num_hidden_layers * c.hidden_size * slots * self.model.dtype.itemsize  # K and V
-        return max(1, KV_CACHE_BUDGET_BYTES // per_mesh)
+        # one row a mesh (no CFG); the heads' keys together are hidden_size wide
+        per_mesh = kv_cache_bytes(c.num_hidden_layers, 1, c.hidden_size, slots, self.model.dtype.itemsize, rows=1)
+        return items_within_budget(per_mesh, what_per_item="mesh")
 
     @property
     def max_meshes_per_call(self) -> int:
@@ -246,14 +247,14 @@ class MeshPipeline(MMSpecPipeline):
             raise ValueError(f"constrain must be True or False, got {constrain!r}")
         faces = self.max_faces if max_faces is None else check_max_faces(max_faces, self.model)
         config = mesh_decoding(decoding, window)
+        batch = num_meshes if labels is None else num_meshes * len(labels)
+        # before the list of labels is built: 10**9 meshes took 52 s and 8.7 GB to be refused
+        check_items_per_call(batch, self.max_meshes_for(faces), "meshes",
+                             f"{KV_CACHE_BUDGET_BYTES // 2**30} GiB of cache at {faces} faces")
         labels = None if labels is None else [label for label in labels for _ in range(num_meshes)]
-        batch = num_meshes if labels is None else len(labels)
-        if batch > self.max_meshes_for(faces):
-            raise ValueError(f"{batch} meshes in one call exceed this model's {self.max_meshes_for(faces)} "
-                             f"({KV_CACHE_BUDGET_BYTES // 2**30} GiB of cache at {faces} faces); split the request")
         generator = check_generator(generator, batch)
         token_model = MeshXLModel(self.model, faces, constrain)
-        check_decoding_memory(config, token_model.layout(), batch)
+        check_decoding_memory(config, token_model.layout(), batch, attention_heads(self.model.config))
         # 2. the prompts
         condition = {k: v.to(self.device) for k, v in mesh_prompts(labels, batch, self.class_token_offset).items()}
         # 3. decode (a list of generators: mesh i takes the key of generator i, as alone)

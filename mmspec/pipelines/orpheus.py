@@ -24,7 +24,7 @@ from mmspec.core.noise import Noise
 from mmspec.core.processors import RepetitionPenalty
 from mmspec.decoding.config import DecodingConfig
 from mmspec.models.adapters.orpheus import FRAME, OrpheusFormat, OrpheusLM
-from mmspec.pipelines.base import MMSpecPipeline
+from mmspec.pipelines.base import MMSpecPipeline, attention_heads
 from mmspec.pipelines.checks import as_prompts, check_decoding_memory, check_generator, sampling_config
 from mmspec.pipelines.components import self_saving, transformers_model, transformers_processor
 from mmspec.pipelines.loading import as_dtype
@@ -169,7 +169,7 @@ class OrpheusPipeline(MMSpecPipeline):
         """`decoding` parsed and checked: exact methods over a line of tokens (draft inits
         `ORPHEUS_DRAFTERS`), within the sequence and the memory of a forward over `rows` clips."""
         config = check_text_decoding(decoding, ORPHEUS_DRAFTERS)
-        return check_decoding_memory(config, self.token_model(max_new_tokens).layout(), rows)
+        return check_decoding_memory(config, self.token_model(max_new_tokens).layout(), rows, attention_heads(self.model.config))
 
     def prompt_ids(self, text: str, voice: str | None) -> list[int]:
         """The framed prompt of `text` in `voice`, as Orpheus's `_format_prompt` builds it."""

@@ -25,7 +25,8 @@ from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.generate import as_decoding, generate
 from mmspec.decoding.schedules import Raster
 from mmspec.decoding.stats import DecodeStats
-from mmspec.models.adapters.transformers_lm import VISION_INPUTS, TransformersLM
+from mmspec.models.adapters.transformers_lm import VISION_INPUTS, TransformersLM, check_context
+from mmspec.utils.checkpoint import check_fits_memory
 
 CUSTOM_GENERATE = str(Path(__file__).parents[1] / "hf_generate")
 SETTINGS = ("max_new_tokens", "max_length", "min_new_tokens", "do_sample", "temperature", "top_k", "top_p",
@@ -90,6 +91,26 @@ def check_text_decoding(decoding: str | DecodingConfig, drafters: tuple[str, ...
     if not set(names) <= set(drafters):
         raise ValueError(f"draft init {config.drafter.name!r} copies along image axes; this sequence takes {', '.join(drafters)}")
     return config
+
+
+def check_room(model, batch: int, prompt_length: int, max_new: int) -> None:
+    """Refuses, before the layout and the cache are built, a call past the model's
+    positions (or its sliding window), or whose static key-value cache would not fit the
+    machine's memory: `max_new_tokens=10**9` on a 64-position model grew to 24 GB first."""
+    config = model.config.get_text_config()
+    length = prompt_length + max_new
+    positions = getattr(config, "max_position_embeddings", None)
+    if isinstance(positions, int) and length > positions:
+        raise ValueError(f"prompt ({prompt_length} tokens) + max_new_tokens ({max_new}) = {length} exceeds the model's "
+                         f"{positions} positions; ask for at most {max(positions - prompt_length, 0)} new tokens")
+    check_context(config, length)
+    heads, layers, width = (getattr(config, k, None) for k in ("num_attention_heads", "num_hidden_layers", "hidden_size"))
+    if not all(isinstance(v, int) and v > 0 for v in (heads, layers, width)):
+        return  # a config that names its sizes otherwise: the session allocates and reports
+    head_dim = getattr(config, "head_dim", None) or width // heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    check_fits_memory(2 * layers * batch * kv_heads * head_dim * length * model.dtype.itemsize,
+                      f"the key-value cache of {batch} x {length} positions", "lower max_new_tokens or the batch")
 
 
 class StreamFeed:
@@ -172,6 +193,7 @@ def generate_text(
         max_new = settings["max_length"] - P
     if isinstance(max_new, bool) or not isinstance(max_new, int) or max_new < 1:
         raise ValueError(f"max_new_tokens must be a whole number >= 1, got {max_new!r}")
+    check_room(model, input_ids.shape[0], P, max_new)
     if streamer is not None and input_ids.shape[0] != 1:
         raise ValueError(f"a streamer shows one sequence; got a batch of {input_ids.shape[0]}")
     eos = stop_ids(settings)

@@ -39,7 +39,7 @@ from mmspec.pipelines.base import TokenImagePipeline
 from mmspec.pipelines.checks import check_images_per_prompt, images_within_budget, sampling_config
 from mmspec.pipelines.components import own_module
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ
-from mmspec.io.video import save_video
+from mmspec.io.video import check_fps, save_video
 
 DEFAULT_FPS = 8
 
@@ -92,6 +92,7 @@ class VideoPipeline(TokenImagePipeline):
         self._class_names = LlamaGenPipeline._checked_class_names(class_names, transformer.config)
         self.keep_default_sampling(default_sampling)
         self.metadata = dict(metadata or {})
+        check_fps(self.fps)  # a saved -5.5 was written as -5 (refused by the writer only then)
 
     # --- what a front end reads ----------------------------------------------------------
 
@@ -116,7 +117,7 @@ class VideoPipeline(TokenImagePipeline):
 
     @property
     def fps(self) -> int:
-        return int(self.metadata.get("fps", DEFAULT_FPS))
+        return self.metadata.get("fps", DEFAULT_FPS)
 
     def decoding_layout(self, grid: tuple[int, int]) -> TokenLayout:
         """Frames of `frame_grid` on the axes (frame, row, col), as many as `grid` rows hold."""

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from mmspec.core.bounds import json_value, read_text_file
 from mmspec.decoding.config import DecodingConfig
 from mmspec.runs.paths import FILE_NAME, file_name
 from mmspec.io.files import atomic_write
@@ -99,9 +100,9 @@ def json_item(line: str, number: int, example: str) -> tuple[str, dict]:
     """A JSONL line's object and its id (`id`, default the line number), refused in one line
     unless the line is a JSON object (`example` shows one)."""
     try:
-        obj = json.loads(line)
-    except json.JSONDecodeError:
-        raise ValueError("not valid JSON") from None
+        obj = json_value(line)
+    except json.JSONDecodeError as err:  # a line nested 100,000 deep included
+        raise ValueError(f"not valid JSON ({err.msg})") from None
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object such as {example}, got a {type(obj).__name__}")
     item_id = obj.get("id", f"{number:06d}")
@@ -124,12 +125,11 @@ def parse_jsonl_line(line: str, number: int, classes: int | list[str] | None) ->
 
 def read_lines(path: str | Path, parse: Callable[[str, int], Any], what: str = "prompts file") -> list:
     """`parse(line, number)` of every non-empty line of `path` (an item with an `id`): a bad
-    line is a one-line ValueError naming the file and the line, and so is an id seen before."""
+    line is a one-line ValueError naming the file and the line, and so is an id seen before.
+    The file is read in chunks up to `MAX_TEXT_FILE_BYTES` (`mmspec.core.bounds`): `/dev/zero`
+    is refused in one line, not read until memory runs out."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is not part of the first line
-    except (OSError, UnicodeDecodeError) as err:
-        raise ValueError(f"cannot read {what} {str(path)!r}: {err.strerror if isinstance(err, OSError) else err}") from None
+    text = read_text_file(path, what)
     items, first_line = [], {}
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -147,13 +147,13 @@ def read_lines(path: str | Path, parse: Callable[[str, int], Any], what: str = "
     return items
 
 
-def read_items(path: str | Path, classes: int | list[str] | None) -> list[Item]:
+def read_items(path: str | Path, classes: int | list[str] | None, what: str = "prompts file") -> list[Item]:
     """Items of a text file (one prompt, or one class name or label, per non-empty line;
     ids are line numbers) or a JSONL file (objects with `prompt` or `class_label`, optional
     `id`). `classes` is a class pipeline's `class_names` (a name or a label per item) or
     its number of labels (labels only); None for a prompt pipeline. Names are resolved to
     labels here, so an item records the same class however it was given. A bad line, or
-    an unknown name, is a one-line ValueError naming the file and the line."""
+    an unknown name, is a one-line ValueError naming the file (as `what`) and the line."""
 
     def parse(line: str, number: int) -> Item:
         if Path(path).suffix == ".jsonl":
@@ -162,7 +162,7 @@ def read_items(path: str | Path, classes: int | list[str] | None) -> list[Item]:
             return Item(f"{number:06d}", class_label=parse_class_label(line, classes))
         return Item(f"{number:06d}", prompt=line.strip())
 
-    return read_lines(path, parse)
+    return read_lines(path, parse, what)
 
 
 def run_settings(pipe, decoding: DecodingConfig, seed: int, call_kwargs: dict, pipeline: str | None) -> dict:

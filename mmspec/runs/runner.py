@@ -37,9 +37,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from mmspec.runs.paths import file_name, inside
-
+from mmspec.core.bounds import json_value
 from mmspec.io.files import TEMPORARY, atomic_write, check_writable
+from mmspec.runs.paths import file_name, inside
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ def read_run_file(out_dir: Path) -> dict | None:
     if not path.exists():
         return None
     try:
-        recorded = json.loads(path.read_text())
+        recorded = json_value(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ValueError(f"cannot read {path}: {err}; {RESTART}") from None
     if not (isinstance(recorded, dict) and isinstance(recorded.get("settings"), dict) and isinstance(recorded.get("items"), list)
@@ -297,7 +297,7 @@ class Run:
         if not path.exists():
             return None
         try:
-            record = json.loads(path.read_text())
+            record = json_value(path.read_text())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError):
             record = None
         if not isinstance(record, dict) or record.get("id") != item.id:

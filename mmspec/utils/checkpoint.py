@@ -240,9 +240,12 @@ class JSONConfig:
     Subclasses are dataclasses and set `config_name` for error messages. `from_dict`
     checks every value against its field's type (`"n_layer": "6"` is refused, not a
     `TypeError` deep in a constructor); a subclass whose module's size follows from its
-    fields gives `weight_count()`, which `check_size` holds to the machine's memory."""
+    fields gives `weight_count()`, which `check_size` holds to the machine's memory, and
+    names its sizes in `size_keys` (field: kind of `mmspec.core.bounds.CONFIG_SIZE_CAPS`),
+    which a saved folder's loader holds to 1..cap before `from_dict` (0 heads divide by zero)."""
 
     config_name = "config"
+    size_keys: typing.ClassVar[dict[str, str]] = {}
 
     @classmethod
     def from_dict(cls, values: dict):

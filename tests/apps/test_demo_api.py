@@ -12,8 +12,8 @@ import pytest
 
 gr = pytest.importorskip("gradio", reason="the demo needs the [demo] extra")
 
-from mmspec.apps.caption_tab import MAX_UPLOAD_PIXELS  # noqa: E402  (after the skip: it imports gradio)
 from mmspec.apps.demo import build_demo, launch  # noqa: E402
+from mmspec.core.bounds import MAX_IMAGE_PIXELS  # noqa: E402
 from mmspec.pipelines import load_pipeline  # noqa: E402
 from tests.helpers.demo import client, free_port  # noqa: E402
 
@@ -131,14 +131,14 @@ def test_caption_refuses_six_concurrent_huge_uploads_from_their_headers(app, tmp
     (decoding these files would fail on their truncated data instead)."""
     from gradio_client import handle_file
 
-    assert 12000 * 12000 > MAX_UPLOAD_PIXELS >= 4096 * 4096
+    assert 12000 * 12000 > MAX_IMAGE_PIXELS >= 4096 * 4096
     path = tmp_path / "huge.png"
     path.write_bytes(png_header(12000, 12000))
     c = client(app)
     jobs = [c.submit(image=handle_file(str(path)), prompt="", decoding="ar", max_new_tokens=4, api_name="/caption")
             for _ in range(6)]
     for job in jobs:
-        with pytest.raises(Exception, match=r"the upload is 12000 x 12000 pixels; this app takes at most 16,777,216 pixels"):
+        with pytest.raises(Exception, match=r"image upload is 12000 x 12000 pixels, more than the 16,777,216"):
             job.result(timeout=60)
 
 

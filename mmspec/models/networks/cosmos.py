@@ -60,6 +60,8 @@ class CosmosARConfig(JSONConfig):
     except `latent_shape`, the original's `video_latent_shape`)."""
 
     config_name = "Cosmos-Predict1 AR config"
+    size_keys = {"dim": "width", "n_layers": "layers", "n_heads": "heads", "n_kv_heads": "heads", "head_dim": "width",
+                 "vocab_size": "vocabulary", "ffn_hidden_size": "width"}
 
     dim: int = 4096
     n_layers: int = 16

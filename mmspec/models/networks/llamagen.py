@@ -51,6 +51,8 @@ class LlamaGenConfig(JSONConfig):
     """
 
     config_name = "LlamaGen config"
+    size_keys = {"dim": "width", "n_layer": "layers", "n_head": "heads", "n_kv_head": "heads", "vocab_size": "vocabulary",
+                 "block_size": "positions", "cls_token_num": "positions", "num_classes": "vocabulary"}
 
     dim: int = 4096
     n_layer: int = 32

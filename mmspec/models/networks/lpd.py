@@ -47,6 +47,8 @@ class LPDConfig(JSONConfig):
     LayerNorm eps of 1e-6). Training-only fields (dropouts) are accepted and unused."""
 
     config_name = "LPD config"
+    size_keys = {"decoder_embed_dim": "width", "decoder_depth": "layers", "decoder_num_heads": "heads",
+                 "vqgan_vocab_size": "vocabulary", "class_num": "vocabulary"}
 
     img_size: int = 256
     vqgan_stride: int = 16
