@@ -5,4 +5,5 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv=$("$repo/scripts/venv.sh")
 cd "$repo"
 export HF_HUB_OFFLINE=1 PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
-exec "$venv/bin/python" -m pytest -q "$@"
+# one worker per core (pytest-xdist): the tests set torch to one thread each
+exec "$venv/bin/python" -m pytest -q -n auto "$@"

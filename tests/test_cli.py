@@ -59,7 +59,7 @@ def forwards_of(verb, out, stdout) -> float:
     if verb == "generate":
         return float(stdout.split("forward passes: ")[1].split(" per image")[0])
     if verb == "bench":
-        return json.loads((out / "bench.json").read_text())["rows"][0]["forwards_per_image"]
+        return json.loads((out / "bench.json").read_text())["rows"][-1]["forwards_per_image"]  # after AR, the baseline
     return json.loads((out / "manifest.jsonl").read_text())["stats"]["forward_passes"]
 
 

@@ -246,7 +246,7 @@ def test_class_names_must_name_every_class():
     gpt = tiny_c2i_pipeline().transformer
     with pytest.raises(ValueError, match="class_names has 2 names for the model's 3 classes"):
         LlamaGenPipeline(gpt, tiny_vq(), class_names=["a", "b"])
-    with pytest.raises(ValueError, match="class_names must be a list of strings"):
+    with pytest.raises(ValueError, match="class_names must be a list of non-empty strings"):
         LlamaGenPipeline(gpt, tiny_vq(), class_names="abc")
 
 
