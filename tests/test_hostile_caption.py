@@ -96,3 +96,12 @@ def test_an_image_past_the_pixel_cap_is_one_line_naming_file_and_cap(saved, tmp_
     assert main(["caption", str(path), "--pipeline", str(saved / "pipe"), *FLAGS]) == 2
     error = one_error(capsys)
     assert repr(str(path)) in error and "16,777,216" in error and "pixels" in error
+
+
+def test_a_rerun_says_how_many_it_captioned_and_how_many_were_done(saved, tmp_path, capsys):
+    """A rerun with nothing left to do said "captioned 2 images"."""
+    out = tmp_path / "cap"
+    assert caption(saved, "dirA", out) == 0
+    assert "captioned 2 images (0 already done)" in capsys.readouterr().out
+    assert caption(saved, "dirA", out) == 0
+    assert "captioned 0 images (2 already done)" in capsys.readouterr().out

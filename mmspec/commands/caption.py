@@ -170,18 +170,20 @@ def caption_command(args) -> None:
             forwards = max(s.forward_passes for s in out.stats)  # the batch runs until its longest caption is done
             print(f"({len(chunk)} image(s), {args.decoding}: {forwards} forward passes, {seconds:.2f} s)")
         return
-    bars = []  # the bar starts with the first item, after the run's checks: an error is a line of its own
+    bars, done_before = [], []  # the bar starts with the first item, after the run's checks: an error is a line of its own
 
     def progress(item: ImageItem, skipped: bool) -> None:
         if not bars:
             bars.append(tqdm(total=len(items), desc="caption", unit="img"))
         bars[0].update(1)
+        if skipped:
+            done_before.append(item)
 
     manifest = run_caption_batch(pipe, items, args.out, batch_size=args.batch_size, seed=args.seed, call_kwargs=call_kwargs,
                                  pipeline=recorded_pipeline(args.pipeline), restart=args.restart, on_item=progress)
     for bar in bars:
         bar.close()
-    print(f"captioned {len(items)} images; manifest: {manifest}")
+    print(f"captioned {len(items) - len(done_before)} images ({len(done_before)} already done); manifest: {manifest}")
 
 
 def add_parser(sub) -> None:
