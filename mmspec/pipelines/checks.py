@@ -10,12 +10,7 @@ import math
 
 import torch
 
-from mmspec.core.bounds import (  # noqa: F401  (the budgets, re-exported where the pipelines found them)
-    FORWARD_BUDGET_BYTES,
-    KV_CACHE_BUDGET_BYTES,
-    forward_bytes,
-    images_within_budget,
-)
+from mmspec.core.bounds import FORWARD_BUDGET_BYTES, forward_bytes
 from mmspec.core.layout import TokenLayout
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.config import DecodingConfig

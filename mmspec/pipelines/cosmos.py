@@ -36,12 +36,13 @@ import numpy as np
 import torch
 from PIL import Image
 
+from mmspec.core.bounds import images_within_budget
 from mmspec.core.layout import TokenLayout
 from mmspec.decoding.config import DecodingConfig
 from mmspec.io.video import check_fps
 from mmspec.models.networks.cosmos import CosmosAR, CosmosARConfig, load_cosmos_checkpoint
 from mmspec.pipelines.base import TokenImagePipeline
-from mmspec.pipelines.checks import check_images_per_prompt, images_within_budget, sampling_config
+from mmspec.pipelines.checks import check_images_per_prompt, sampling_config
 from mmspec.pipelines.components import own_module, self_saving
 from mmspec.pipelines.loading import as_dtype
 from mmspec.pipelines.video import VideoPipeline, VideoPipelineOutput

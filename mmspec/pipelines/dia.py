@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from mmspec.core.bounds import images_within_budget
 from mmspec.decoding.config import DecodingConfig
 from mmspec.models.adapters.dia import DiaLM
 from mmspec.pipelines.base import MMSpecPipeline, attention_heads
@@ -31,7 +32,6 @@ from mmspec.pipelines.checks import (
     as_prompts,
     check_decoding_memory,
     check_generator,
-    images_within_budget,
     sampling_config,
 )
 from mmspec.pipelines.components import transformers_model, transformers_processor

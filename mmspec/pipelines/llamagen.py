@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from mmspec.core.bounds import images_within_budget
 from mmspec.assets import DEFAULT_ASSETS
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.config import DecodingConfig
@@ -24,7 +25,7 @@ from mmspec.metrics.classifier import ClassifierConfig, ShapesClassifier
 from mmspec.models.networks.draft_head import DraftHead, DraftHeadConfig
 from mmspec.models.networks.llamagen import CaptionCondition, LlamaGenConfig, LlamaGenGPT
 from mmspec.pipelines.base import TokenImagePipeline
-from mmspec.pipelines.checks import as_prompts, check_images_per_prompt, class_name_list, images_within_budget, sampling_config
+from mmspec.pipelines.checks import as_prompts, check_images_per_prompt, class_name_list, sampling_config
 from mmspec.pipelines.components import own_module, transformers_model, transformers_processor
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ, VQConfig
 

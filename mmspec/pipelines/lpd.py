@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import torch
 
+from mmspec.core.bounds import images_within_budget
 from mmspec.decoding.config import DecodingConfig, LPDDecoding, as_lpd_decoding
 from mmspec.decoding.lpd import check_guidance_schedule
 from mmspec.decoding.orders import LocalityOrder
@@ -23,7 +24,7 @@ from mmspec.metrics.classifier import ShapesClassifier
 from mmspec.models.networks.lpd import LPD, LPDConfig
 from mmspec.pipelines.llamagen import SHAPES_CLASSIFIER, VQVAE, as_class_labels
 from mmspec.pipelines.base import TokenImagePipeline
-from mmspec.pipelines.checks import check_images_per_prompt, class_name_list, images_within_budget, sampling_config
+from mmspec.pipelines.checks import check_images_per_prompt, class_name_list, sampling_config
 from mmspec.pipelines.components import own_module
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ
 

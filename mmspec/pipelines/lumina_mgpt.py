@@ -34,10 +34,11 @@ from pathlib import Path
 
 import torch
 
+from mmspec.core.bounds import images_within_budget
 from mmspec.decoding.config import DecodingConfig
 from mmspec.models.adapters.chameleon import STYLES, ChameleonCondition, ChameleonImageGenerator, load_chameleon
 from mmspec.pipelines.base import TransformersImagePipeline
-from mmspec.pipelines.checks import as_prompts, check_images_per_prompt, images_within_budget, resolve_sampling, sampling_config
+from mmspec.pipelines.checks import as_prompts, check_images_per_prompt, resolve_sampling, sampling_config
 from mmspec.pipelines.components import self_saving, transformers_model, transformers_processor
 from mmspec.pipelines.loading import pop_dtype
 from mmspec.tokenizers.chameleon_vqgan import ChameleonVQGANDecoder

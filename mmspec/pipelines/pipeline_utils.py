@@ -5,9 +5,10 @@ imports it from here keeps working); it lives in modules named for their jobs:
   `TransformersImagePipeline`), the engine under a progress bar, `StepCallback`;
 - `mmspec.pipelines.components`: declared components and how each is saved and loaded;
 - `mmspec.pipelines.loading`: `model_index.json`, dtypes, transformers folders, mmspec modules;
-- `mmspec.pipelines.checks`: a call's argument checks and the memory budgets behind them.
+- `mmspec.pipelines.checks`: a call's argument checks; `mmspec.core.bounds`: the memory budgets behind them.
 """
 
+from mmspec.core.bounds import FORWARD_BUDGET_BYTES, KV_CACHE_BUDGET_BYTES, images_within_budget  # noqa: F401
 from mmspec.pipelines.base import (  # noqa: F401
     MMSpecPipeline,
     StepCallback,
@@ -17,8 +18,6 @@ from mmspec.pipelines.base import (  # noqa: F401
     to_signed_pixels,
 )
 from mmspec.pipelines.checks import (  # noqa: F401
-    FORWARD_BUDGET_BYTES,
-    KV_CACHE_BUDGET_BYTES,
     MAX_GUIDANCE_SCALE,
     MAX_TEMPERATURE,
     OUTPUT_TYPES,
@@ -28,7 +27,6 @@ from mmspec.pipelines.checks import (  # noqa: F401
     check_decoding_memory,
     check_generator,
     check_images_per_prompt,
-    images_within_budget,
     resolve_sampling,
     sampling_config,
 )

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from diffusers.utils import BaseOutput
 
+from mmspec.core.bounds import images_within_budget
 from mmspec.core.layout import TokenLayout
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.stats import DecodeStats
@@ -36,7 +37,7 @@ from mmspec.metrics.video import VideoClassifier, VideoClassifierConfig
 from mmspec.models.networks.video_llamagen import VideoLlamaGen, VideoLlamaGenConfig
 from mmspec.pipelines.llamagen import VQVAE, LlamaGenPipeline, as_class_labels
 from mmspec.pipelines.base import TokenImagePipeline
-from mmspec.pipelines.checks import check_images_per_prompt, images_within_budget, sampling_config
+from mmspec.pipelines.checks import check_images_per_prompt, sampling_config
 from mmspec.pipelines.components import own_module
 from mmspec.tokenizers.llamagen_vq import LlamaGenVQ
 from mmspec.io.video import check_fps, save_video
