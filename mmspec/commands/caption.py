@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from PIL import Image
 
 from mmspec.assets import CAPTIONER_ASSETS
 from mmspec.commands.common import load, positive_int, recorded_pipeline, seed_number, thread_count
@@ -71,18 +70,13 @@ def check_image_header(path: Path) -> None:
         pass
 
 
-def open_image(path: Path) -> Image.Image:
-    """The RGB image in `path`, or a one-line ValueError naming the file."""
-    return read_rgb(path)
-
-
 def caption_items(pipe, items: list[ImageItem], batch_size: int, seed: int, call_kwargs: dict) -> Iterator[tuple[list[ImageItem], object, float]]:
     """Captions `items` `batch_size` at a time; yields each chunk, the pipeline's output and
     its seconds. Each item's generator is seeded from `seed` and its id, so its caption does
     not depend on the chunk it falls in (a resumed run chunks the rest anew)."""
     for start in range(0, len(items), batch_size):
         chunk = items[start : start + batch_size]
-        images = [open_image(item.path) for item in chunk]
+        images = [read_rgb(item.path) for item in chunk]
         generator = [torch.Generator().manual_seed(item_seed(seed, item.id)) for item in chunk]
         began = time.perf_counter()
         out = pipe(images, generator=generator, **call_kwargs)

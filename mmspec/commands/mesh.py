@@ -94,8 +94,7 @@ def run(args) -> None:
     """The verb: flags and output checked first, then the model, then the run (every file
     name, the bounds, the folder's earlier run), then one mesh at a time."""
     from mmspec.io.mesh import is_valid, render_preview, save_mesh
-    from mmspec.models.adapters.mesh_opt import MeshXLModel
-    from mmspec.pipelines.checks import check_decoding_memory, sampling_config
+    from mmspec.pipelines.checks import sampling_config
     from mmspec.pipelines.mesh import MeshPipeline, check_max_faces, mesh_decoding
     from mmspec.runs.runner import Run, RunItem
 
@@ -112,7 +111,7 @@ def run(args) -> None:
     if pipe.class_names is None:
         raise ValueError("mmspec mesh runs class-conditional mesh models; this one is unconditional")
     faces = pipe.max_faces if args.max_faces is None else check_max_faces(args.max_faces, pipe.model)
-    check_decoding_memory(config, MeshXLModel(pipe.model, faces).layout(), 1)  # the window, before run.json is written
+    config = pipe.check_decoding(config, faces)  # the window, before run.json is written
     if args.items:
         if args.classes:
             raise ValueError("give --classes or --items, not both")

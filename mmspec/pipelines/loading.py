@@ -51,11 +51,6 @@ def as_dtype(dtype) -> torch.dtype | None:
     return dtype
 
 
-# the sizes of a transformers config (and of its nested text_config, vision_config, ...)
-# that bound the weights `transformers_weight_count` counts; `mmspec.core.bounds` checks
-# them and the head counts first (whole numbers from 1 to a stated cap)
-SIZE_KEYS = ("num_hidden_layers", "hidden_size", "intermediate_size", "ffn_dim", "vocab_size", "max_position_embeddings",
-             "num_codebooks")
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 
 
@@ -122,7 +117,7 @@ def load_module(folder: Path, model_cls, config_cls, what: str):
     config's own `weight_count`, else the module counted on the meta device)."""
     path = folder / "config.json"
     values = read_json(path, what)
-    check_config_sizes(values, str(path), getattr(config_cls, "size_keys", {}))
+    check_config_sizes(values, str(path), config_cls.size_keys)
     try:
         config = config_cls.from_dict(values)
     except ValueError as err:

@@ -153,6 +153,14 @@ class MeshPipeline(MMSpecPipeline):
         per_mesh = kv_cache_bytes(c.num_hidden_layers, 1, c.hidden_size, slots, self.model.dtype.itemsize, rows=1)
         return items_within_budget(per_mesh, what_per_item="mesh")
 
+    def check_decoding(self, decoding: str | DecodingConfig, max_faces: int, rows: int = 1,
+                       window: int | None = None) -> DecodingConfig:
+        """`decoding` parsed (`mesh_decoding`) and checked against the sequence of `max_faces`
+        faces and the memory of one forward over `rows` meshes (`check_decoding_memory`),
+        before any work: `mmspec mesh` calls it before its run is recorded."""
+        config = mesh_decoding(decoding, window)
+        return check_decoding_memory(config, MeshXLModel(self.model, max_faces).layout(), rows, attention_heads(self.model.config))
+
     @property
     def max_meshes_per_call(self) -> int:
         """Meshes one call may generate at the pipeline's `max_faces`."""
@@ -246,15 +254,14 @@ class MeshPipeline(MMSpecPipeline):
         if not isinstance(constrain, bool):  # the string "no" would mean True
             raise ValueError(f"constrain must be True or False, got {constrain!r}")
         faces = self.max_faces if max_faces is None else check_max_faces(max_faces, self.model)
-        config = mesh_decoding(decoding, window)
         batch = num_meshes if labels is None else num_meshes * len(labels)
         # before the list of labels is built: 10**9 meshes took 52 s and 8.7 GB to be refused
         check_items_per_call(batch, self.max_meshes_for(faces), "meshes",
                              f"{KV_CACHE_BUDGET_BYTES // 2**30} GiB of cache at {faces} faces")
         labels = None if labels is None else [label for label in labels for _ in range(num_meshes)]
         generator = check_generator(generator, batch)
+        config = self.check_decoding(decoding, faces, batch, window)
         token_model = MeshXLModel(self.model, faces, constrain)
-        check_decoding_memory(config, token_model.layout(), batch, attention_heads(self.model.config))
         # 2. the prompts
         condition = {k: v.to(self.device) for k, v in mesh_prompts(labels, batch, self.class_token_offset).items()}
         # 3. decode (a list of generators: mesh i takes the key of generator i, as alone)

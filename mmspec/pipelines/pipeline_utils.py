@@ -32,7 +32,6 @@ from mmspec.pipelines.checks import (  # noqa: F401
 )
 from mmspec.pipelines.loading import (  # noqa: F401
     DTYPE_BYTES,
-    SIZE_KEYS,
     as_dtype,
     check_transformers_config,
     load_module,

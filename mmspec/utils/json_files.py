@@ -16,7 +16,7 @@ def read_json(path: Path, what: str) -> dict:
         raise ValueError(f"{path} is not UTF-8 text (byte {err.start}): not a saved {what}") from None
     except json.JSONDecodeError as err:
         raise ValueError(f"{path} is not valid JSON ({err})") from None
-    except RecursionError:
+    except RecursionError:  # utils sits beside core, so not `mmspec.core.bounds.json_value`
         raise ValueError(f"{path} nests its JSON too deep to be a saved {what}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path} holds a JSON {type(data).__name__}, not an object: not a saved {what}")
