@@ -38,8 +38,8 @@ def machine_cores() -> int:
 # and meshes per call
 KV_CACHE_BUDGET_BYTES = 8 * 2**30
 # a decode holds more than its cache: attention reads each layer's keys and values back as
-# a working copy, and the allocator keeps slack. Measured on the shipped image model at
-# 340 images (AR): 1.55 x its cache; auto's windows add more. Counted as 2 x.
+# a working copy, and the allocator keeps slack: counted as 2 x (at the shipped image
+# model's limit, a 4 GiB cache, benchmarks/studies/images_per_call_memory.py peaks at 8.3 GiB).
 KV_WORKING_FACTOR = 2
 # the logits, branch q's and attention scores one forward may hold: what bounds branches
 # and windows
@@ -80,8 +80,7 @@ def forward_bytes(rows: int, inputs: int, tokens_per_step: int, vocab_size: int,
       inputs x K x V`;
     - over `keys` keys, per cond and uncond row, the attention mask (bool and additive) and
       the scores of the `heads` heads held at once (SDPA tiles the heads: 1; the eager
-      kernel holds them all): `3 x 2 x rows x heads x inputs x keys`. Measured on the
-      shipped speech model (8 words, 64 branches, window 51): 1.85 GB beside 1.95 counted.
+      kernel holds them all): `3 x 2 x rows x heads x inputs x keys`.
     """
     logits = 3 * 2 * rows * inputs * tokens_per_step * vocab_size * 4
     scores = 3 * 2 * rows * heads * inputs * keys * 4
