@@ -27,6 +27,7 @@ import torch
 from mmspec.core.bounds import json_value, read_text_file
 from mmspec.decoding.config import DecodingConfig
 from mmspec.runs.paths import FILE_NAME, file_name
+from mmspec.runs.placement import placement
 from mmspec.io.files import atomic_write
 from mmspec.runs.runner import Run, RunItem, clear_run, recorded_run
 
@@ -194,12 +195,13 @@ def clear_results(out_dir: str | Path) -> None:
 def start_run(pipe, items: list[Item], out_dir: Path, decoding, seed: int, call_kwargs: dict | None,
               pipeline: str | None, outputs: tuple[str, ...] = (IMAGE,), restart: bool = False) -> tuple:
     """Checks a run before any work (the decoding, a writable folder holding no other run,
-    no item id recorded for another condition), then records it in `out_dir`. Returns the
-    started `Run`, the checked decoding and a copy of `call_kwargs`."""
+    no item id recorded for another condition or dtype), then records it in `out_dir`, with
+    the pipeline's device and dtype. Returns the started `Run`, the checked decoding and a
+    copy of `call_kwargs`."""
     decoding = pipe.check_decoding(decoding)
     call_kwargs = dict(call_kwargs or {})
     settings = run_settings(pipe, decoding, seed, call_kwargs, pipeline)
-    run = Run(out_dir, settings, [run_item(item, seed) for item in items], outputs).start(restart)
+    run = Run(out_dir, settings, [run_item(item, seed) for item in items], outputs, placement=placement(pipe)).start(restart)
     return run, decoding, call_kwargs
 
 
@@ -220,7 +222,8 @@ def run_batch(
     record `out_dir/records/{id}.json`; returns the items it generated (not skipped).
 
     The run (`pipeline`, which names the pipeline, the decoding, the sampling `call_kwargs`,
-    the seed, and every item's prompt or class) is recorded in `out_dir/run.json`; a folder
+    the seed, the pipeline's dtype and device, and every item's prompt or class) is
+    recorded in `out_dir/run.json`; a folder
     holding a run with other settings, or an item id recorded for another condition, is
     refused before any work (`clear_results` starts it over). `on_item(item, skipped)`
     reports progress.

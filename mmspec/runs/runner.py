@@ -1,9 +1,11 @@
 """One resumable run in one output folder: the contract of every batch verb (`batch`,
 `speak --prompts`, `video`, `mesh`, `caption --out`).
 
-    run.json            the run's settings, the files each item writes, and every item
-                        (id, inputs, seed), recorded before any work
-    records/{id}.json   one record per finished item, written after the item's files
+    run.json            the run's settings (the dtype among them), the device it ran on,
+                        the files each item writes, and every item (id, inputs, seed),
+                        recorded before any work
+    records/{id}.json   one record per finished item (with its device and dtype), written
+                        after the item's files
     <outputs>           the item's files, named by the verb: `images/{id}.png`, ...
     manifest.jsonl      the records of the run's finished items, in the run's order
 
@@ -49,6 +51,8 @@ MANIFEST = "manifest.jsonl"
 RESTART = "choose a new output folder, or restart it (--restart deletes its results)"
 # what an item's file may be called: `{id}` plus a suffix, at most one folder down
 OUTPUT_PATTERN = re.compile(r"([A-Za-z0-9_-]+/)?\{id\}[A-Za-z0-9._-]*")
+# the dtype of a run recorded before runs recorded theirs: every verb decoded in float32 then
+EARLIER_DTYPE = "float32"
 
 
 def as_json(value):
@@ -189,12 +193,18 @@ class Run:
             restart.
         earlier_layout (`tuple[str]`): files of an earlier layout of the verb's results: a
             folder holding one is refused (it records no run), and a restart deletes them.
+        placement (`dict`): where the pipeline computes, `{"device": "cuda:0", "dtype":
+            "bfloat16"}` (`mmspec.runs.placement.placement`). The dtype changes the tokens: it
+            joins the settings, so a rerun in another is refused. The device does not: it is
+            recorded in `run.json` (the device of the invocation that started the run last)
+            and, with the dtype, in every record (the device that item was made on).
     """
 
     def __init__(self, out_dir: str | Path, settings: dict, items: list[RunItem], outputs: tuple[str, ...] = (),
-                 extras: tuple[str, ...] = (), earlier_layout: tuple[str, ...] = ()):
+                 extras: tuple[str, ...] = (), earlier_layout: tuple[str, ...] = (), placement: dict | None = None):
         self.out_dir = Path(out_dir)
-        self.settings = as_json(settings)
+        self.placement = as_json(dict(placement or {}))
+        self.settings = as_json({**settings, **({"dtype": self.placement["dtype"]} if "dtype" in self.placement else {})})
         self.items = [dataclasses.replace(item, inputs=as_json(item.inputs)) for item in items]
         if not all(OUTPUT_PATTERN.fullmatch(p) for p in outputs):
             raise ValueError(f"output patterns must be '{{id}}' plus a suffix, at most one folder down, got {list(outputs)}")
@@ -255,7 +265,9 @@ class Run:
         known_ids = {item.id for item in known}
         self.run_items = known + [item for item in self.items if item.id not in known_ids]
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        run = {"settings": self.settings, "outputs": list(self.outputs), "items": [dataclasses.asdict(i) for i in self.run_items]}
+        device = {"device": self.placement["device"]} if "device" in self.placement else {}
+        run = {"settings": self.settings, **device, "outputs": list(self.outputs),
+               "items": [dataclasses.asdict(i) for i in self.run_items]}
         atomic_write(self.out_dir / RUN_FILE, lambda tmp: tmp.write_text(json.dumps(run, indent=1) + "\n"))
         for folder in {RECORDS, *(p.split("/")[0] for p in self.outputs if "/" in p)}:
             (self.out_dir / folder).mkdir(exist_ok=True)
@@ -270,6 +282,8 @@ class Run:
                              f"{RESTART}")
 
     def check_settings(self, recorded: dict) -> None:
+        if "dtype" in self.settings and "dtype" not in recorded:
+            recorded = {**recorded, "dtype": EARLIER_DTYPE}
         keys = [*self.settings, *(k for k in recorded if k not in self.settings)]
         changed = [key for key in keys if recorded.get(key) != self.settings.get(key)]
         if changed:
@@ -318,9 +332,9 @@ class Run:
         return pending
 
     def write_record(self, item: RunItem, fields: dict) -> dict:
-        """Writes the item's record (id, inputs, seed, then `fields`), atomically: the last
-        write of an item, which marks it done. Returns the record."""
-        record = {"id": item.id, **item.inputs, "seed": item.seed, **fields}
+        """Writes the item's record (id, inputs, seed, then `fields`, then the run's device
+        and dtype), atomically: the last write of an item, which marks it done. Returns the record."""
+        record = {"id": item.id, **item.inputs, "seed": item.seed, **fields, **self.placement}
         atomic_write(self.out_dir / self.record_name(item), lambda tmp: tmp.write_text(json.dumps(record) + "\n"))
         return record
 

@@ -52,6 +52,31 @@ def test_other_settings_are_refused_by_name_once_an_item_is_done(tmp_path):
         run_of(tmp_path, [item], {"seed": 0, "decoding": "ar", "format": "gif"}).start()
 
 
+def test_the_dtype_is_a_setting_and_the_device_is_recorded_in_run_json_and_every_record(tmp_path):
+    item, other = RunItem("a", {}, seed=0), RunItem("b", {}, seed=0)
+    run = run_of(tmp_path, [item, other], placement={"device": "cuda:0", "dtype": "bfloat16"}).start()
+    assert run.settings == {"seed": 0, "dtype": "bfloat16"}
+    finish(run, item)
+    recorded = json.loads((tmp_path / "run.json").read_text())
+    assert recorded["settings"]["dtype"] == "bfloat16" and recorded["device"] == "cuda:0"
+    assert json.loads((tmp_path / "records" / "a.json").read_text())["device"] == "cuda:0"
+    with pytest.raises(ValueError, match="holds a run with other dtype settings"):
+        run_of(tmp_path, [item], placement={"device": "cuda:0", "dtype": "float32"}).start()
+    run = run_of(tmp_path, [other], placement={"device": "cpu", "dtype": "bfloat16"}).start()  # another device resumes
+    finish(run, other)
+    assert json.loads((tmp_path / "run.json").read_text())["device"] == "cpu"
+    assert [r["device"] for _, r in run.finished()] == ["cuda:0", "cpu"]  # each item's own
+
+
+def test_a_run_recorded_before_dtypes_were_ran_in_float32(tmp_path):
+    item = RunItem("a", {}, seed=0)
+    finish(run_of(tmp_path, [item]).start(), item)
+    run_of(tmp_path, [item], placement={"device": "cpu", "dtype": "float32"}).start()
+    finish(run_of(tmp_path / "again", [item]).start(), item)
+    with pytest.raises(ValueError, match="holds a run with other dtype settings"):
+        run_of(tmp_path / "again", [item], placement={"device": "cpu", "dtype": "bfloat16"}).start()
+
+
 def test_a_torn_record_and_a_missing_file_are_redone_and_temporary_files_removed(tmp_path):
     items = [RunItem(i, {}, seed=0) for i in "abc"]
     run = run_of(tmp_path, items).start()
