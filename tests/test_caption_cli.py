@@ -54,6 +54,8 @@ def test_batch_resumes_and_refuses_other_settings(saved, tmp_path, capsys):
                           generator=torch.Generator().manual_seed(item_seed(0, first))).stats]  # each image's own forwards
     assert [json.loads(r.read_text())["forward_passes"] for r in records] == each
 
+    assert json.loads((out / "run.json").read_text())["settings"]["dtype"] == "float32"
+    assert "on cpu in float32; manifest" in capsys.readouterr().out
     kept = records[0].stat().st_mtime_ns
     records[2].unlink()  # an interrupted run: one image not done
     assert main(run) == 0

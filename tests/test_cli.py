@@ -35,6 +35,7 @@ def test_generate_writes_a_labelled_grid_and_times_ar_beside_the_method(pipeline
     assert f"wrote {out} (2 rows x 2 images; rows: circle, stripes)" in text and "AR needs 256" in text and "auto (exact: samples the model)" in text
     assert "against AR on the same 2 row(s) of 2 image(s), same seeds" in text and "wall-time speed-up over AR" in text
     assert "auto chose: window" in text and "(AR 256 and" in text and "the same tokens as AR in 4 of 4 images" in text
+    assert "s, on cpu in float32" in text  # where it ran: auto's device and dtype on a machine without a GPU
     grid = Image.open(out).convert("L")
     images_w = 2 * (2 * (16 + 2) + 2)  # two 16-pixel images per row, 2-pixel padding, scaled 2x
     label = grid.crop((0, 0, grid.width - images_w, grid.height))
@@ -224,6 +225,8 @@ def test_bench_refuses_to_replace_an_earlier_report_without_overwrite(pipeline_d
     assert main(argv) == 2
     assert "already holds bench.md; pass --overwrite" in capsys.readouterr().err
     assert main([*argv, "--overwrite"]) == 0 and (tmp_path / "bench.md").read_text() != "mine"
+    meta = json.loads((tmp_path / "bench.json").read_text())["meta"]
+    assert meta["dtype"] == "float32" and meta["description"].endswith("on cpu in float32")
 
 
 def test_batch_output_not_writable_is_a_clear_error(pipeline_dir, tmp_path, capsys):

@@ -28,6 +28,8 @@ def test_mesh_writes_files_previews_and_records_and_a_rerun_resumes(mesh_dir, tm
     assert [r["class"] for r in records] == ["box", "torus"] and all(r["forwards"] >= 1 for r in records)
     assert [r["seed"] for r in records] == [0, 1]
     assert (tmp_path / "grid.png").is_file()
+    recorded = json.loads((tmp_path / "run.json").read_text())
+    assert (recorded["device"], recorded["settings"]["dtype"]) == ("cpu", "float32")  # --device auto on a CPU machine
     capsys.readouterr()
     assert main(args) == 0
     assert capsys.readouterr().out.count("skipped") == 2

@@ -38,7 +38,7 @@ def test_a_texts_file_runs_as_a_batch_that_resumes(orpheus_dir, tmp_path, capsys
     assert main(args) == 0
     assert sorted(p.name for p in (tmp_path / "b" / "audio").iterdir()) == ["000001.wav", "000002.wav"]
     record = json.loads((tmp_path / "b" / "records" / "000001.json").read_text())
-    assert record["prompt"] == "hi there."
+    assert record["prompt"] == "hi there." and (record["device"], record["dtype"]) == ("cpu", "float32")
     assert main(args) == 0
     assert "(2 already done)" in capsys.readouterr().out
 

@@ -25,7 +25,7 @@ def test_train_resume_install_and_use(saved, tmp_path, capsys):
     assert (out / "state.pt").is_file() and (out / "drafter" / "model.safetensors").is_file()
     assert main(args + ["--steps", "3", "--install"]) == 0
     printed = capsys.readouterr().out
-    assert "resumed" in printed and "step 3/3" in printed and "installed" in printed
+    assert "resumed" in printed and "step 3/3" in printed and "installed" in printed and "(trained on cpu in float32)" in printed
     index = json.loads((saved / "model_index.json").read_text())
     assert index["drafter"] == ["mmspec.models.networks.draft_head", "DraftHead"]
     pipe = load_pipeline(saved)

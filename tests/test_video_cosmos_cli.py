@@ -95,9 +95,10 @@ def test_input_writes_the_continuation_of_the_pipelines_tokens_for_the_seed(cosm
     out = tmp_path / "world"
     flags = ["--input", str(clips / "clip.mp4"), "--input-frames", "9", "--seed", "3", "--format", "mp4"]
     assert video(cosmos_dir, out, *flags) == 0
-    assert "wrote 1 videos (0 already done)" in capsys.readouterr().out
+    assert "wrote 1 videos (0 already done) on cpu in float32" in capsys.readouterr().out
     assert read_video(out / "videos" / "clip_3.mp4", 100).shape == (17, 64, 64, 3)
     [record] = records(out)
+    assert (record["device"], record["dtype"]) == ("cpu", "float32")
     assert record["id"] == "clip_3" and record["seed"] == 3 and record["input_frames"] == 9
     assert (record["video"], record["input"], record["forward_passes"]) == ("videos/clip_3.mp4", str(clips / "clip.mp4"), 16)
     assert json.loads((out / "records" / "clip_3.json").read_text()) == record

@@ -1,11 +1,9 @@
 """`mmspec batch`: one image per line of a prompts or labels file, resumable; scales out
-with `accelerate launch`."""
+with `accelerate launch` (each process on its own GPU, unless `--device` names one, or the CPU)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-import torch
 
 from mmspec.commands.common import add_decoding, add_method, add_pipeline, checked_decodings, load, recorded_pipeline, sampling_kwargs
 
@@ -27,16 +25,14 @@ def cmd_batch(args) -> None:
     from accelerate import PartialState
     from tqdm import tqdm
 
-    from mmspec.runs.batch import clear_results, read_items, run_batch, write_manifest
-
     from mmspec.io.files import check_writable
+    from mmspec.runs.batch import clear_results, read_items, run_batch, write_manifest
+    from mmspec.runs.placement import describe_placement
 
     out_dir = Path(args.out)
     check_writable(out_dir)
-    state = PartialState(cpu=not torch.cuda.is_available())
-    pipe = load(args)
-    if state.device.type == "cuda":
-        pipe.to(state.device)
+    state = PartialState(cpu=args.device.type == "cpu")  # the processes share the items whatever their device
+    pipe = load(args)  # on args.device: under accelerate launch, this process's GPU (resolve_placement)
     pipe.set_progress_bar_config(disable=True)
     [config] = checked_decodings(args, pipe)
     items = read_items(args.prompts, pipe.class_names if pipe.condition_kind == "class" else None)
@@ -60,4 +56,4 @@ def cmd_batch(args) -> None:
     if state.is_main_process:
         manifest = write_manifest(out_dir, items)
         done_before = len(mine) - len(made)  # this process's share; with several, each writes its own
-        print(f"wrote {len(made)} items ({done_before} already done); manifest: {manifest}")
+        print(f"wrote {len(made)} items ({done_before} already done) {describe_placement(pipe)}; manifest: {manifest}")

@@ -36,6 +36,7 @@ def cmd_bench(args) -> None:
     from tqdm import tqdm
 
     from mmspec.runs.bench import environment, report, report_paths, run_methods
+    from mmspec.runs.placement import describe_placement, placement
 
     if AR_BASELINE not in args.methods:  # every ratio of the table is against AR
         args.methods = [AR_BASELINE, *args.methods]
@@ -49,8 +50,9 @@ def cmd_bench(args) -> None:
     results = run_methods(pipe, items, configs, seed=args.seed, call_kwargs=sampling_kwargs(args),
                           on_progress=lambda name, done, total: bar.update(1))
     bar.close()
-    meta = {"description": f"{args.pipeline}: {', '.join(names)}; {args.per_class} image(s) each, batch 1",
-            "seed": args.seed, **environment(pipe.device)}
+    meta = {"description": f"{args.pipeline}: {', '.join(names)}; {args.per_class} image(s) each, batch 1, "
+                           f"{describe_placement(pipe)}",
+            "seed": args.seed, **environment(pipe.device), "dtype": placement(pipe)["dtype"]}
     md, js, png = report(results, args.out_dir, "bench", meta)
     print(md.read_text())
     print(f"wrote {md}, {js} and {png}")

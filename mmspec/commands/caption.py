@@ -3,9 +3,10 @@
 A batch (`--out DIR`) is a run of `mmspec.runs.runner`: one record per image,
 `records/{id}.json` (the image's file stem is its id), each through a temporary file and a
 rename; images whose record exists are skipped, so an interrupted run continues where it
-stopped. The run's settings and every image's SHA-256 are recorded in `run.json`; a
-folder holding a run with other settings, or an image of the same name with other
-content, is refused (`--restart` clears it). The records are merged into `manifest.jsonl`.
+stopped. The run's settings (the dtype among them), its device and every image's SHA-256
+are recorded in `run.json`; a folder holding a run with other settings, or an image of the
+same name with other content, is refused (`--restart` clears it). The records are merged
+into `manifest.jsonl`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from pathlib import Path
 import torch
 
 from mmspec.assets import CAPTIONER_ASSETS
-from mmspec.commands.common import load, positive_int, recorded_pipeline, seed_number, thread_count
+from mmspec.commands.common import add_device, load, positive_int, recorded_pipeline, seed_number, thread_count
 from mmspec.runs.batch import item_seed
 from mmspec.runs.paths import FILE_NAME
+from mmspec.runs.placement import describe_placement, placement
 from mmspec.io.files import check_writable
 from mmspec.io.images import open_checked, read_rgb
 from mmspec.runs.runner import Run, RunItem, sha256_of
@@ -106,14 +108,16 @@ def run_caption_batch(
             record names it.
         call_kwargs (`dict`): pipeline keywords (`prompt`, `decoding`, `max_new_tokens`,
             `do_sample`, `temperature`, `top_k`, `top_p`); recorded as the run's settings.
-        pipeline (`str`): names the pipeline in the settings.
+        pipeline (`str`): names the pipeline in the settings (its dtype joins them, its
+            device is recorded: `mmspec.runs.runner.Run`'s `placement`).
         restart (`bool`): delete an earlier run's results in `out_dir` first.
         on_item: called `(item, skipped)` once per item.
     """
     call_kwargs = dict(call_kwargs or {})
     settings = {"pipeline": pipeline or type(pipe).__name__, "call": call_kwargs, "seed": seed, "batch_size": batch_size}
     # an image is its content: the same file name over another image is another input
-    run = Run(out_dir, settings, [RunItem(item.id, {"image_sha256": sha256_of(item.path)}, seed) for item in items]).start(restart)
+    run = Run(out_dir, settings, [RunItem(item.id, {"image_sha256": sha256_of(item.path)}, seed) for item in items],
+              placement=placement(pipe)).start(restart)
     tasks = {task.id: task for task in run.todo()}
     todo = []
     for item in items:
@@ -162,7 +166,7 @@ def caption_command(args) -> None:
             for i, item in enumerate(chunk):
                 print(f"{item.path}: {out.text[i]}", flush=True)
             forwards = max(s.forward_passes for s in out.stats)  # the batch runs until its longest caption is done
-            print(f"({len(chunk)} image(s), {args.decoding}: {forwards} forward passes, {seconds:.2f} s)")
+            print(f"({len(chunk)} image(s), {args.decoding}: {forwards} forward passes, {seconds:.2f} s {describe_placement(pipe)})")
         return
     bars, done_before = [], []  # the bar starts with the first item, after the run's checks: an error is a line of its own
 
@@ -177,7 +181,8 @@ def caption_command(args) -> None:
                                  pipeline=recorded_pipeline(args.pipeline), restart=args.restart, on_item=progress)
     for bar in bars:
         bar.close()
-    print(f"captioned {len(items) - len(done_before)} images ({len(done_before)} already done); manifest: {manifest}")
+    print(f"captioned {len(items) - len(done_before)} images ({len(done_before)} already done) {describe_placement(pipe)}; "
+          f"manifest: {manifest}")
 
 
 def add_parser(sub) -> None:
@@ -186,6 +191,7 @@ def add_parser(sub) -> None:
     c.add_argument("--pipeline", default=str(CAPTIONER_ASSETS),
                    help="saved captioning pipeline directory, or captioner (default: the shipped captioner)")
     c.add_argument("--threads", type=thread_count, help="torch CPU threads, 1 to the machine's cores (default: torch's choice)")
+    add_device(c)
     c.add_argument("--prompt", help="the instruction after the image (default: the pipeline's)")
     c.add_argument("--decoding", default="auto",
                    help="auto, ar, sjd, mc-sjd, lookup, mc-sjd+lookup or prompt-lookup (default auto)")

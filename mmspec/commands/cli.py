@@ -1,7 +1,7 @@
 """The `mmspec` command line: one parser, a module per verb under `mmspec.commands`.
 
-Every verb works on a saved pipeline directory (`--pipeline`, a shipped model by default).
-A user error prints one line and exits with status 2, before any work.
+Every verb works on a saved pipeline directory (`--pipeline`, a shipped model by default),
+on `--device` in `--dtype`. A user error prints one line and exits with status 2, before any work.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import logging
 import sys
 
 from mmspec.commands import batch, bench, caption, demo, generate, mesh, speak, train_drafter, video
-from mmspec.commands.common import OneLineParser, UserError, decoding_configs, sampling_kwargs
+from mmspec.commands.common import OneLineParser, UserError, decoding_configs, resolve_placement, sampling_kwargs
 
 VERBS = (generate, bench, batch, caption, mesh, speak, video, demo, train_drafter)
 # the disk refused a write: no mistake in the request, but one line too (files are written
@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit:  # --help, or a bad flag already reported in one line
         return exit.code
     try:
+        resolve_placement(args)  # --device and --dtype on this machine, for every verb, before any work
         if args.command not in ("demo", "caption", "mesh", "video", "train-drafter"):  # bad flags fail before any loading (these check their own)
             decoding_configs(args)
             sampling_kwargs(args)

@@ -1,14 +1,17 @@
 """What every `mmspec` verb shares: the one-line user error, the flag types, the argument
-groups, the checks of the output destination and of a pipeline's family, and loading.
+groups, where the model runs (`--device`, `--dtype`), the checks of the output destination
+and of a pipeline's family, and loading.
 
-Every verb works on a saved pipeline directory (`--pipeline`, a shipped model by default).
-A user error prints one line and exits with status 2, before any work: flags are checked
-first, then the output destination, then what depends on the loaded model.
+Every verb works on a saved pipeline directory (`--pipeline`, a shipped model by default),
+loaded in `--dtype` on `--device`. A user error prints one line and exits with status 2,
+before any work: flags are checked first (the device and dtype among them), then the output
+destination, then what depends on the loaded model.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import torch
@@ -63,6 +66,87 @@ def seed_number(text: str) -> int:
     from mmspec.runs.batch import MAX_SEED
 
     return whole_number(text, 0, MAX_SEED, f"a whole number from 0 to {MAX_SEED}")
+
+
+# --- where the model runs: --device and --dtype, every verb -------------------------------
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DEVICE_FLAG = re.compile(r"auto|cpu|cuda(:[0-9]+)?")
+DTYPE_HELP = ("the model's weights and compute: auto (bfloat16 on a CUDA GPU that computes in it, else float32; default), "
+              "float32, bfloat16 or float16; the tokens depend on it, so a resumed run keeps its dtype")
+
+
+def device_flag(text: str) -> str:
+    """`--device`, checked for its form: auto, cpu, cuda or cuda:N (whether this machine has
+    that device is `resolve_device`'s)."""
+    if not DEVICE_FLAG.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"must be auto, cpu, cuda or cuda:N (N a GPU's index), got {text!r}")
+    return text
+
+
+def add_device(p: argparse.ArgumentParser, dtypes: tuple[str, ...] = tuple(DTYPES)) -> None:
+    """`--device` and `--dtype`; `dtypes` are those the verb takes (`train-drafter`: float32)."""
+    p.add_argument("--device", type=device_flag, default="auto", metavar="auto|cpu|cuda|cuda:N",
+                   help="where the model runs: auto (a CUDA GPU when torch sees one, else the CPU; default), cpu, cuda or "
+                        "cuda:N; `batch` under accelerate launch: auto and cuda are each process's own GPU")
+    only = f"the model's weights and compute: auto (the default) or {', '.join(dtypes)}, what this verb takes"
+    p.add_argument("--dtype", choices=("auto", *dtypes), default="auto", help=DTYPE_HELP if "bfloat16" in dtypes else only)
+    p.set_defaults(dtypes=dtypes)  # what auto may choose
+
+
+def resolve_device(flag: str, per_process: bool = False) -> torch.device:
+    """The device `--device` names on this machine: auto is the first CUDA GPU torch sees
+    (the current one), else the CPU; cuda and cuda:N are refused in one line where torch sees
+    no such GPU. `per_process` (`mmspec batch`, which scales out under `accelerate launch`):
+    auto and cuda are the process's own GPU, as accelerate's `PartialState` assigns it.
+
+    Example:
+        >>> resolve_device("cpu")
+        device(type='cpu')
+    """
+    if flag == "cpu":
+        return torch.device("cpu")
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if not gpus:
+        if flag == "auto":
+            return torch.device("cpu")
+        raise UserError(f"--device {flag}: torch sees no CUDA GPU on this machine (torch.cuda.is_available() is False); "
+                        "use --device cpu, or auto")
+    if flag.startswith("cuda:"):
+        index = int(flag.removeprefix("cuda:"))
+        if index >= gpus:
+            raise UserError(f"--device {flag}: this machine has {gpus} CUDA GPU(s), cuda:0 to cuda:{gpus - 1}; choose one of them")
+        return torch.device("cuda", index)
+    device = torch.device("cuda")
+    if per_process:
+        from accelerate import PartialState
+
+        device = PartialState().device
+    return device if device.index is not None else torch.device("cuda", torch.cuda.current_device())
+
+
+def resolve_dtype(flag: str, device: torch.device, dtypes: tuple[str, ...] = tuple(DTYPES)) -> torch.dtype:
+    """The dtype `--dtype` names: auto is bfloat16 on a CUDA GPU that computes in it
+    natively, where the verb takes it (`dtypes`), else float32.
+
+    Example:
+        >>> resolve_dtype("auto", torch.device("cpu"))
+        torch.float32
+    """
+    if flag != "auto":
+        return DTYPES[flag]
+    # native bfloat16, as torch.cuda.is_bf16_supported(including_emulation=False) decides it for
+    # the current GPU: every ROCm GPU, and CUDA's from Ampere (sm_80) on; older ones emulate it, slowly
+    native = device.type == "cuda" and (torch.version.hip is not None or torch.cuda.get_device_capability(device)[0] >= 8)
+    return torch.bfloat16 if native and "bfloat16" in dtypes else torch.float32
+
+
+def resolve_placement(args) -> None:
+    """Turns `args.device` and `args.dtype` (the flags) into the `torch.device` and
+    `torch.dtype` every verb loads its pipeline in (`load`), or a one-line error, before
+    any work; `mmspec.commands.cli.main` calls it for every verb."""
+    args.device = resolve_device(args.device, per_process=args.command == "batch")
+    args.dtype = resolve_dtype(args.dtype, args.device, args.dtypes)
 
 
 # --- settings shared by every verb --------------------------------------------------------
@@ -134,15 +218,19 @@ def check_family(command: str, pipeline: str) -> None:
 
 
 def load(args):
+    """The verb's pipeline (`--pipeline`, checked to be of a family the verb runs), loaded in
+    `--dtype` (a dtype the pipeline refuses is its one-line ValueError) and moved to
+    `--device`, both as `resolve_placement` resolved them; with `--drafter` applied."""
     from mmspec.pipelines import load_pipeline
 
     if args.threads:
         torch.set_num_threads(args.threads)
     check_family(args.command, args.pipeline)
     try:
-        pipe = load_pipeline(args.pipeline)
+        pipe = load_pipeline(args.pipeline, torch_dtype=args.dtype)  # each family casts what it casts (codecs stay float32)
     except OSError as err:
         raise UserError(f"cannot load the pipeline in {args.pipeline}: {err}") from None
+    pipe.to(args.device)
     pipe.set_progress_bar_config(desc="decoding", unit="tok", leave=False)
     choose_drafter(pipe, getattr(args, "drafter", None), args.pipeline)
     return pipe
@@ -163,7 +251,7 @@ def choose_drafter(pipe, drafter: str | None, pipeline: str) -> None:
     folder = Path(drafter)
     if not (folder / "config.json").is_file():
         raise UserError(f"--drafter {drafter!r} is neither on, off nor a draft head folder (config.json and model.safetensors)")
-    pipe.drafter = load_drafter(folder, pipe.transformer)
+    pipe.drafter = load_drafter(folder, pipe.transformer).to(pipe.device, pipe.dtype)  # beside the model, as its own head is
 
 
 def checked_decodings(args, pipe) -> list:
@@ -234,11 +322,13 @@ def check_out_dir(out_dir: Path, files: tuple[Path, ...], overwrite: bool) -> No
 # --- the verbs ---------------------------------------------------------------------------
 
 
-def add_pipeline(p: argparse.ArgumentParser, default: Path = DEFAULT_ASSETS, model: str = "image") -> None:
+def add_pipeline(p: argparse.ArgumentParser, default: Path = DEFAULT_ASSETS, model: str = "image",
+                 dtypes: tuple[str, ...] = tuple(DTYPES)) -> None:
     p.add_argument("--pipeline", default=str(default),
                    help="saved pipeline directory, or a shipped model's name: default, lpd, video, mesh, speech, captioner "
                         f"(default: the shipped {model} model)")
     p.add_argument("--threads", type=thread_count, help="torch CPU threads, 1 to the machine's cores (default: torch's choice)")
+    add_device(p, dtypes)
 
 
 def add_decoding(p: argparse.ArgumentParser) -> None:

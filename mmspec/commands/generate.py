@@ -37,6 +37,7 @@ def add_parser(sub) -> None:
 def cmd_generate(args) -> None:
     from mmspec.io.files import atomic_write
     from mmspec.io.images import image_grid, label_rows
+    from mmspec.runs.placement import describe_placement
 
     started = time.perf_counter()
     out_path = Path(args.out)
@@ -77,7 +78,7 @@ def cmd_generate(args) -> None:
         print(f"auto chose: {describe_choices(merge_choices([s.choices for s in stats]))}")
     if compare:
         print(ar_comparison(outputs, ar_outputs, args.per_class))
-    print(f"total wall time: {time.perf_counter() - started:.1f} s")
+    print(f"total wall time: {time.perf_counter() - started:.1f} s, {describe_placement(pipe)}")
 
 
 def mean_forwards(out) -> float:

@@ -7,10 +7,11 @@ Mesh i of the run (classes in order, `--per-class` each, or the lines of `--item
 decoded alone with seed `--seed + i`, so it does not depend on the rest of the run. Every
 invocation is a run of `mmspec.runs.runner`: each mesh writes `meshes/<id>.<format>` for
 every `--format`, `meshes/<id>.png` (a preview) and `records/<id>.json` (class, seed,
-forwards, seconds, faces, validity, any malformed-sequence warning); `run.json` records the
-settings and every mesh's class and seed, so a rerun skips the meshes already done and
-refuses other settings or classes until `--restart`. `grid.png` shows every mesh of the
-run, one labelled row per class, and `manifest.jsonl` holds every record.
+forwards, seconds, faces, validity, any malformed-sequence warning, device and dtype);
+`run.json` records the settings (the dtype among them), the device and every mesh's class
+and seed, so a rerun skips the meshes already done and refuses other settings or classes
+until `--restart`. `grid.png` shows every mesh of the run, one labelled row per class, and
+`manifest.jsonl` holds every record.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from pathlib import Path
 import torch
 
 from mmspec.assets import MESH_ASSETS
-from mmspec.commands.common import add_pipeline, check_family, positive_int, recorded_pipeline, seed_number
+from mmspec.commands.common import add_pipeline, load, positive_int, recorded_pipeline, seed_number
 from mmspec.runs.paths import class_file_name, file_name
+from mmspec.runs.placement import describe_placement, placement
 
 from mmspec.io.files import atomic_write, check_writable
 
@@ -95,7 +97,7 @@ def run(args) -> None:
     name, the bounds, the folder's earlier run), then one mesh at a time."""
     from mmspec.io.mesh import is_valid, render_preview, save_mesh
     from mmspec.pipelines.checks import sampling_config
-    from mmspec.pipelines.mesh import MeshPipeline, check_max_faces, mesh_decoding
+    from mmspec.pipelines.mesh import check_max_faces, mesh_decoding
     from mmspec.runs.runner import Run, RunItem
 
     sampling = {k: v for k, v in dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p).items() if v is not None}
@@ -103,10 +105,7 @@ def run(args) -> None:
     config = mesh_decoding(args.decoding, args.window)
     out_dir = Path(args.out_dir)
     check_writable(out_dir)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    check_family("mesh", args.pipeline)
-    pipe = MeshPipeline.from_pretrained(args.pipeline)
+    pipe = load(args)
     pipe.set_progress_bar_config(disable=True)
     if pipe.class_names is None:
         raise ValueError("mmspec mesh runs class-conditional mesh models; this one is unconditional")
@@ -132,7 +131,7 @@ def run(args) -> None:
     if args.restart:
         clear_earlier_layout(out_dir)
     run = Run(out_dir, settings, tasks, outputs=(*mesh_files, PREVIEW), extras=(GRID,),
-              earlier_layout=(EARLIER_RECORDS,)).start(args.restart)
+              earlier_layout=(EARLIER_RECORDS,), placement=placement(pipe)).start(args.restart)
     todo = {task.id for task in run.todo()}
     written = 0
     for task in tasks:
@@ -156,7 +155,8 @@ def run(args) -> None:
               f"{record['forwards']} forwards, {seconds:.2f} s" + (f" ({record['problem']})" if record["problem"] else ""), flush=True)
     write_grid(run)
     run.write_manifest()
-    print(f"wrote {written} mesh(es) to {out_dir} ({', '.join(formats)} + png in meshes/; records/, {GRID}, manifest.jsonl)")
+    print(f"wrote {written} mesh(es) to {out_dir} {describe_placement(pipe)} ({', '.join(formats)} + png in meshes/; records/, "
+          f"{GRID}, manifest.jsonl)")
 
 
 def write_grid(run) -> None:

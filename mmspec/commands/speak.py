@@ -27,6 +27,7 @@ from mmspec.commands.common import (
 from mmspec.io.audio import check_wav_path, write_wav
 from mmspec.io.files import check_writable
 from mmspec.runs.batch import Item, decode_items, start_run
+from mmspec.runs.placement import describe_placement
 
 AUDIO = "audio/{id}.wav"
 DEFAULT_WAV = "outputs/speech.wav"
@@ -85,7 +86,8 @@ def speak_text(pipe, args, config, sampling: dict) -> None:
         items = read_items(args.prompts, None)
         done = run_audio_batch(pipe, items, args.out_dir, decoding=config, seed=args.seed, call_kwargs=call,
                                pipeline=recorded_pipeline(args.pipeline), restart=args.restart)
-        print(f"wrote {len(done)} clips ({len(items) - len(done)} already done); manifest: {write_manifest(args.out_dir, items)}")
+        print(f"wrote {len(done)} clips ({len(items) - len(done)} already done) {describe_placement(pipe)}; "
+              f"manifest: {write_manifest(args.out_dir, items)}")
         return
     text = " ".join(args.words)
     pipe.check_text(text, args.voice, args.max_new_tokens)
@@ -94,7 +96,7 @@ def speak_text(pipe, args, config, sampling: dict) -> None:
     stats, seconds = out.stats[0], len(out.audios[0]) / out.sample_rate
     print(f"wrote {args.out} ({seconds:.2f} s{'' if args.voice is None else ', voice ' + args.voice})")
     print(f"decoding: {config.describe()} ({'exact' if stats.exact else 'relaxed'}): {stats.forward_passes} forward passes "
-          f"for {int(stats.lengths[0])} steps (AR needs one a step), {stats.wall_time_s:.2f} s")
+          f"for {int(stats.lengths[0])} steps (AR needs one a step), {stats.wall_time_s:.2f} s {describe_placement(pipe)}")
 
 
 def speak_command(args) -> None:
@@ -131,7 +133,8 @@ def speak_command(args) -> None:
             sampling["duration_s"] = args.duration
         done = run_audio_batch(pipe, items, args.out_dir, decoding=config, seed=args.seed, call_kwargs=sampling,
                                pipeline=recorded_pipeline(args.pipeline), restart=args.restart)
-        print(f"wrote {len(done)} clips ({len(items) - len(done)} already done); manifest: {write_manifest(args.out_dir, items)}")
+        print(f"wrote {len(done)} clips ({len(items) - len(done)} already done) {describe_placement(pipe)}; "
+              f"manifest: {write_manifest(args.out_dir, items)}")
         return
     out = pipe(list(args.words), decoding=config, duration_s=args.duration, generator=torch.Generator().manual_seed(args.seed),
                **sampling)
@@ -140,7 +143,7 @@ def speak_command(args) -> None:
     print(f"wrote {args.out} ({', '.join(args.words)}; {out.audios.shape[-1] * len(forwards) / out.sample_rate:.2f} s)")
     print(f"decoding: {config.describe()} ({'exact' if all(s.exact for s in out.stats) else 'relaxed'}): "
           f"{sum(forwards) / len(forwards):.1f} forward passes per word (AR needs {out.tokens.shape[1]}), "
-          f"{out.stats[0].wall_time_s:.2f} s")
+          f"{out.stats[0].wall_time_s:.2f} s {describe_placement(pipe)}")
 
 
 def add_parser(sub) -> None:

@@ -8,10 +8,14 @@ from pathlib import Path
 
 from mmspec.commands.common import UserError, add_pipeline, load, positive_int
 
+# the head trains in float32 beside the frozen model, whose embeddings and output it reads: a
+# bfloat16 model would mix dtypes in one matmul
+TRAINING_DTYPES = ("float32",)
+
 
 def add_parser(sub) -> None:
     t = sub.add_parser("train-drafter", help="train a learned draft head for a pipeline's model (exact drafts, fewer forwards)")
-    add_pipeline(t)
+    add_pipeline(t, dtypes=TRAINING_DTYPES)
     t.add_argument("--out", required=True, help="work folder: the run's state (rerun to resume) and the head, in OUT/drafter")
     t.add_argument("--steps", type=positive_int, default=3000, help="optimiser steps (default 3000: about 40 min on 2 CPU cores "
                                                                      "for the shipped image model)")
@@ -32,6 +36,7 @@ def parse_layers(text: str) -> list[int]:
 
 
 def cmd_train_drafter(args) -> None:
+    from mmspec.runs.placement import describe_placement
     from mmspec.runs.train_drafter import check_trainable, train_drafter
 
     layers = parse_layers(args.layers)
@@ -47,7 +52,7 @@ def cmd_train_drafter(args) -> None:
     pipe.set_progress_bar_config(disable=True)
     train_drafter(pipe, out, steps=args.steps, batch_size=args.batch_size, layers=layers, seed=args.seed,
                   progress=lambda line: print(line, flush=True))
-    print(f"wrote {out / 'drafter'}")
+    print(f"wrote {out / 'drafter'} (trained {describe_placement(pipe)})")
     if args.install:
         install(out / "drafter", args.pipeline)
 

@@ -9,9 +9,9 @@ Four modes, one verb:
     mmspec video --pipeline COSMOS --batch clips.jsonl --out outputs/worlds               # Cosmos: one video per line
 
 Every mode is a run of `mmspec.runs.runner`: `videos/{id}.{format}` and `records/{id}.json`
-per video, `run.json` (the settings and every video's inputs and seed; a rerun with other
-settings, or other inputs for an id, is refused until `--restart`), then
-`manifest.jsonl`; a rerun skips what is done. With `--classes` a video's id is
+per video, `run.json` (the settings, the dtype among them, the device, and every video's
+inputs and seed; a rerun with other settings, or other inputs for an id, is refused until
+`--restart`), then `manifest.jsonl`; a rerun skips what is done. With `--classes` a video's id is
 `{class}_{seed}` (spaces in a class name become `_`), its seed `--seed + i` for the i-th
 of its class; in a batch the id is the line's, its seed drawn from `--seed` and the id. A
 folder holding the `{class}_{seed}.{format}` files that `--classes` wrote before its runs
@@ -48,9 +48,20 @@ import numpy as np
 import torch
 
 from mmspec.assets import VIDEO_ASSETS
-from mmspec.commands.common import VIDEO_PIPELINES, check_family, pipeline_class_name, positive_int, recorded_pipeline, seed_number, thread_count
+from mmspec.commands.common import (
+    VIDEO_PIPELINES,
+    add_device,
+    check_family,
+    load,
+    pipeline_class_name,
+    positive_int,
+    recorded_pipeline,
+    seed_number,
+    thread_count,
+)
 from mmspec.runs.batch import item_seed, json_item, read_items, read_lines
 from mmspec.runs.paths import FILE_NAME, class_file_name, file_name
+from mmspec.runs.placement import describe_placement, placement
 from mmspec.core.bounds import MAX_FRAME_SIDE, MAX_VIDEO_BYTES, max_video_scale
 from mmspec.io.files import atomic_write, check_writable
 from mmspec.runs.runner import RESTART, Run, RunItem
@@ -99,6 +110,7 @@ def add_video_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="outputs/videos", help="output directory (default outputs/videos)")
     p.add_argument("--restart", action="store_true", help="delete an earlier run's results in --out and start over")
     p.add_argument("--threads", type=thread_count, help="torch CPU threads, 1 to the machine's cores (default: torch's choice)")
+    add_device(p)
 
 
 def decoding_config(args):
@@ -118,7 +130,6 @@ def run(args) -> None:
     """The verb: flags checked first, then the pipeline's family (read, not loaded) against
     the mode's flags, the inputs' paths and the output; then the model, every bound, file
     name and input video; then one video at a time."""
-    from mmspec.pipelines import load_pipeline
     from mmspec.pipelines.cosmos import CosmosPipeline
     from mmspec.pipelines.video import VideoPipeline
 
@@ -140,9 +151,7 @@ def run(args) -> None:
     items = cosmos_items(args) if family == "CosmosPipeline" else None
     out_dir = Path(args.out)
     check_writable(out_dir)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    pipe = load_pipeline(args.pipeline)
+    pipe = load(args)
     if not isinstance(pipe, (VideoPipeline, CosmosPipeline)):
         raise ValueError(f"{args.pipeline} holds a {type(pipe).__name__}, not a VideoPipeline or a CosmosPipeline")
     pipe.set_progress_bar_config(disable=True)
@@ -374,7 +383,7 @@ def run_videos(pipe, args, settings: dict, config, sampling: dict, out_dir: Path
         raise ValueError(f"{out_dir} holds videos written before runs were recorded ({earlier[0]}{more}), without a record of "
                          f"their settings; {RESTART}")
     video = f"videos/{{id}}.{settings['format']}"
-    run = Run(out_dir, settings, tasks, outputs=(video,), earlier_layout=earlier).start(args.restart)
+    run = Run(out_dir, settings, tasks, outputs=(video,), earlier_layout=earlier, placement=placement(pipe)).start(args.restart)
     todo = run.todo()
     for task in todo:
         call, fields = condition(task)
@@ -384,4 +393,4 @@ def run_videos(pipe, args, settings: dict, config, sampling: dict, out_dir: Path
         run.write_record(task, {**fields, "video": str(path.relative_to(out_dir)), "forward_passes": stats.forward_passes})
         print(f"wrote {path}: {stats.forward_passes} forwards for {stats.tokens_committed} tokens ({config.describe()})")
     manifest = run.write_manifest()
-    print(f"wrote {len(todo)} videos ({len(tasks) - len(todo)} already done); manifest: {manifest}")
+    print(f"wrote {len(todo)} videos ({len(tasks) - len(todo)} already done) {describe_placement(pipe)}; manifest: {manifest}")
