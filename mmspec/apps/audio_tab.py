@@ -13,7 +13,9 @@ import torch
 
 from mmspec.apps.clip_pair import clip_pair_column, side_by_side
 from mmspec.apps.fields import seed_field, whole
+from mmspec.apps.shipped import load_shipped
 from mmspec.runs.batch import MAX_SEED
+from mmspec.runs.placement import describe_placement
 from mmspec.decoding.config import DecodingConfig
 from mmspec.models.adapters.musicgen import undelay
 from mmspec.pipelines.checks import sampling_config
@@ -42,9 +44,10 @@ def speak_both(pipe, word: str, label: str, seed: int, sampling: dict):
                         lambda commits: commit_frames(commits, pipe.codebooks), "(codebook, frame)")
 
 
-def build_speech_tab(pipe=None) -> None:
-    """Lays out the tab inside the current `gr.Tab`; loads the shipped speech model unless
-    a speech pipeline is given (a text-to-speech one gets `build_text_speech_tab`'s page)."""
+def build_speech_tab(pipe=None, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> None:
+    """Lays out the tab inside the current `gr.Tab`; loads the shipped speech model (on
+    `device`, in `dtype`) unless a speech pipeline is given (a text-to-speech one gets
+    `build_text_speech_tab`'s page)."""
     if getattr(pipe, "speaks_text", False):
         from mmspec.apps.text_speech_tab import build_text_speech_tab
 
@@ -53,14 +56,12 @@ def build_speech_tab(pipe=None) -> None:
         from mmspec.assets import SPEECH_ASSETS
 
         try:
-            from mmspec.pipelines.audio import SpeechPipeline
+            pipe = load_shipped(SPEECH_ASSETS, device, dtype)
         except ModuleNotFoundError as err:
             if err.name != "torchaudio":
                 raise
             gr.Markdown("The speech model needs torchaudio, an optional extra: `pip install 'mmspec[audio]'`.")
             return
-        pipe = SpeechPipeline.from_pretrained(SPEECH_ASSETS)
-        pipe.set_progress_bar_config(disable=True)
     defaults = pipe.default_sampling
     gr.Markdown("A MusicGen decoder trained here says a word, 4 codebooks per step under MusicGen's delay pattern; "
                 "the heatmaps show the forward that committed each codebook's token of each frame (dark = early). "
@@ -89,7 +90,7 @@ def build_speech_tab(pipe=None) -> None:
             ar, fast, rows, maps, same = speak_both(pipe, word, method, seed_value, sampling)
         except ValueError as err:
             return None, None, [], [], f"**Cannot speak:** {err}"
-        return ar, fast, rows, maps, f"Done: {word!r} by AR and {method} from seed {seed_value}. {same}"
+        return ar, fast, rows, maps, f"Done: {word!r} by AR and {method} from seed {seed_value}, {describe_placement(pipe)}. {same}"
 
     run.click(speak, [word, method, seed, guidance_scale, temperature], [ar_audio, fast_audio, stats, heatmaps, status],
               api_name="speak")

@@ -3,7 +3,8 @@ with the forward pass that committed it (the same colour for every token one for
 committed), so a reader sees how many tokens each forward of a method accepts.
 
 Registered in `mmspec.apps.demo.TABS`; `build_caption_tab()` lays out its widgets inside
-the `gr.Tab` it is called in, around the shipped captioner or a given `CaptioningPipeline`.
+the `gr.Tab` it is called in, around the shipped captioner (loaded on the first request, on
+the tab's device and in its dtype) or a given `CaptioningPipeline`.
 An upload is refused in one line, from its header alone, when it has more than
 `mmspec.core.bounds.MAX_IMAGE_PIXELS` pixels (a 30,000 x 30,000 decompression bomb
 included), so that concurrent huge uploads never reach memory.
@@ -26,21 +27,22 @@ import torch
 from transformers.generation.streamers import BaseStreamer
 
 from mmspec.apps.fields import refusal, seed_field, whole
+from mmspec.apps.shipped import load_shipped
 from mmspec.assets import CAPTIONER_ASSETS
 from mmspec.core.bounds import MAX_IMAGE_PIXELS, check_image_pixels
 from mmspec.io.images import to_pil
 from mmspec.pipelines.captioning import TEXT_DECODINGS, CaptioningPipeline
 from mmspec.runs.batch import MAX_SEED
+from mmspec.runs.placement import describe_placement
 
 MAX_NEW_TOKENS = 96
 MAX_PROMPT_CHARS = 400
 # an upload's pixels: the captioner sees every image resized to its own small input, and
 # an RGB image at the cap decodes to 48 MiB (a 12,000 x 12,000 one to 412 MiB)
 @functools.cache
-def shipped_captioner() -> CaptioningPipeline:
-    pipe = CaptioningPipeline.from_pretrained(CAPTIONER_ASSETS)
-    pipe.set_progress_bar_config(disable=True)
-    return pipe
+def shipped_captioner(device: str = "cpu", dtype: torch.dtype = torch.float32) -> CaptioningPipeline:
+    """The shipped captioner on `device` in `dtype`, loaded once for each."""
+    return load_shipped(CAPTIONER_ASSETS, device, dtype)
 
 
 def first_line(err: BaseException) -> str:
@@ -126,14 +128,16 @@ def shapes_image(seed):
     return to_pil(torch.from_numpy(images))[0]
 
 
-def caption_stream(image, prompt: str, decoding: str, max_new_tokens, pipe: CaptioningPipeline | None = None):
+def caption_stream(image, prompt: str, decoding: str, max_new_tokens, pipe: CaptioningPipeline | None = None,
+                   device: str = "cpu", dtype: torch.dtype = torch.float32):
     """Yields the caption so far as marked tokens, then the commit marks of the finished
-    decode and a line of statistics; `pipe` is the shipped captioner unless given."""
+    decode and a line of statistics; `pipe` is the shipped captioner (on `device`, in
+    `dtype`) unless given."""
     if image is None:
         raise gr.Error("give an image, or draw a Shapes image")
     if len(prompt) > MAX_PROMPT_CHARS:
         raise gr.Error(f"the prompt is {len(prompt)} characters; at most {MAX_PROMPT_CHARS}")
-    pipe = pipe or shipped_captioner()
+    pipe = pipe or shipped_captioner(str(device), dtype)
     tokenizer = pipe.processor.tokenizer
     streamer, result = ForwardChunks(), {}
 
@@ -164,13 +168,14 @@ def caption_stream(image, prompt: str, decoding: str, max_new_tokens, pipe: Capt
     forwards_used = stats.forward_passes
     yield marked_tokens(tokenizer, tokens, commits), (
         f"{decoding}: {n} tokens in {forwards_used} forward passes ({n / max(forwards_used, 1):.2f} tokens per forward), "
-        f"{time.perf_counter() - began:.2f} s"
+        f"{time.perf_counter() - began:.2f} s, {describe_placement(pipe)}"
     )
 
 
-def build_caption_tab(pipe: CaptioningPipeline | None = None) -> None:
+def build_caption_tab(pipe: CaptioningPipeline | None = None, device: torch.device | str = "cpu",
+                      dtype: torch.dtype = torch.float32) -> None:
     """Lays out the captioning tab inside the `gr.Tab` it is called in, around `pipe` (the
-    shipped captioner unless given)."""
+    shipped captioner, on `device` in `dtype`, unless given)."""
     if pipe is not None:
         pipe.set_progress_bar_config(disable=True)
     with gr.Row():
@@ -200,6 +205,6 @@ def build_caption_tab(pipe: CaptioningPipeline | None = None) -> None:
 
     def caption(image, prompt, decoding, max_new_tokens):
         """The caption of `image`, streamed: tokens marked with the forward that committed them, and a status line."""
-        yield from caption_stream(image, prompt, decoding, max_new_tokens, pipe)
+        yield from caption_stream(image, prompt, decoding, max_new_tokens, pipe, device, dtype)
 
     run.click(caption, inputs=[image, prompt, decoding, max_new_tokens], outputs=[caption_box, status], api_name="caption")

@@ -30,6 +30,7 @@ from mmspec.apps.video_methods import method_config
 from mmspec.decoding.config import DecodingConfig
 from mmspec.io.video import check_format, frame_heatmaps, read_video
 from mmspec.runs.batch import MAX_SEED
+from mmspec.runs.placement import describe_placement
 
 # accelerated methods offered, by label: (decoding name, first drafts, frame schedule rows);
 # those the pipeline refuses (a ZipAR window longer than its rows, ...) are left out
@@ -89,7 +90,7 @@ def continue_both(pipe, frames: np.ndarray, num_input_frames: int, method: str, 
     same = "the very same video as AR's, token for token" if rows[1][-1] == "yes" else \
         "another sample (SJD and MC-SJD sample AR's distribution; relaxed methods change it)"
     summary = (f"**AR**: {ar.forward_passes} forwards, {ar.wall_time_s:.1f} s. **{method}**: {fast.forward_passes} forwards "
-               f"({ar.forward_passes / fast.forward_passes:.1f}x fewer), {fast.wall_time_s:.1f} s. "
+               f"({ar.forward_passes / fast.forward_passes:.1f}x fewer), {fast.wall_time_s:.1f} s, {describe_placement(pipe)}. "
                f"Same seed ({seed}): {same}.")
     return ar_path, fast_path, rows, ar_heat, fast_heat, summary
 

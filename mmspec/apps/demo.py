@@ -6,7 +6,9 @@ works. A raster image pipeline (LlamaGen, Emu3, Janus, Lumina-mGPT / Anole; clas
 prompt-conditioned) fills the Images tab; a pipeline of another family (captioner, mesh,
 speech, video, LPD) fills its own tab, and the Images tab then shows the shipped image
 model. The app only lays out widgets and calls the pipelines, through what each says of
-itself (`condition_kind`, `class_names`, `token_grid`, ...).
+itself (`condition_kind`, `class_names`, `token_grid`, ...). Every shipped model a tab loads
+goes where the given pipeline runs, in its dtype (`mmspec demo --device cuda`: all on the
+GPU), and every status line says where that is ("... on cuda:0 in bfloat16.").
 
 Its API has one endpoint per action, each with named parameters and outputs: `/generate`
 (images), `/generate_lpd`, `/caption` and `/draw_shapes`, `/generate_mesh`, `/speak` and
@@ -37,11 +39,13 @@ import torch
 
 from mmspec.apps.fields import fraction, guard_numbers, seed_field, whole
 from mmspec.apps.method_picker import build_picker, check_entries
+from mmspec.apps.shipped import load_shipped
 from mmspec.apps.token_match import same_tokens_line
 from mmspec.decoding.auto import describe_choices
 from mmspec.io.images import commit_heatmap
 from mmspec.pipelines.checks import sampling_config
 from mmspec.runs.batch import MAX_SEED
+from mmspec.runs.placement import describe_placement
 
 TABLE_HEADERS = ["method", "exact", "forwards", "tokens / forward", "time (s)", "x fewer forwards", "x faster",
                  "same tokens as AR"]
@@ -50,8 +54,9 @@ MAX_GSD_RANK_WINDOW = 256  # GSD compares 2 x rank_window candidates per draft
 MAX_PROMPT_CHARS = 500  # a prompt's prefill is part of every decode of the request
 CONCURRENCY = 2  # requests decoded at once
 # the other modalities' tabs: (title, module, function that lays out the tab's contents
-# inside its `gr.Tab` and loads the modality's shipped pipeline unless given one, the
-# pipeline classes it takes, and the keyword that gives it)
+# inside its `gr.Tab` and loads the modality's shipped pipeline unless given one, on the
+# `device` and in the `dtype` it is given; the pipeline classes it takes, and the keyword
+# that gives it)
 TABS: tuple[tuple[str, str, str, tuple[str, ...], str], ...] = (
     ("Captions", "mmspec.apps.caption_tab", "build_caption_tab", ("CaptioningPipeline",), "pipe"),
     ("Meshes", "mmspec.apps.mesh_tab", "build_mesh_tab", ("MeshPipeline",), "pipe"),
@@ -126,14 +131,14 @@ def compare(pipe, condition: dict, methods: list[str], settings: dict):
 
 def build_demo(pipe) -> gr.Blocks:
     """The app around `pipe`: in the Images tab when it is a raster image pipeline, else in
-    its family's tab (the Images tab then shows the shipped image model)."""
+    its family's tab (the Images tab then shows the shipped image model). The shipped models
+    the other tabs show load on `pipe`'s device, in its dtype."""
+    where = dict(device=pipe.device, dtype=pipe.dtype)
     given = {title: (pipe, keyword) for title, _, _, classes, keyword in TABS if type(pipe).__name__ in classes}
     if given:
         from mmspec.assets import DEFAULT_ASSETS
-        from mmspec.pipelines import load_pipeline
 
-        pipe = load_pipeline(DEFAULT_ASSETS)
-        pipe.set_progress_bar_config(disable=True)
+        pipe = load_shipped(DEFAULT_ASSETS, **where)
     defaults = pipe.default_sampling
     pipe.use_drafter = False  # the page's methods draft with the head only where their entry says so
     cols = pipe.token_grid[1]
@@ -205,7 +210,8 @@ def build_demo(pipe) -> gr.Blocks:
                     gallery, rows, maps, line = compare(pipe, call, list(methods or []), settings)
                 except ValueError as err:
                     return [], [], [], "", f"**Cannot generate:** {err}"
-                return gallery, rows, maps, line, f"Done: AR and {len(rows) - 1} method(s) from seed {settings['seed']}."
+                return (gallery, rows, maps, line,
+                        f"Done: AR and {len(rows) - 1} method(s) from seed {settings['seed']}, {describe_placement(pipe)}.")
 
             run.click(
                 generate,
@@ -217,7 +223,7 @@ def build_demo(pipe) -> gr.Blocks:
         for title, module, builder, _, _ in TABS:
             with gr.Tab(title):
                 tab_pipe, keyword = given.get(title, (None, None))
-                getattr(importlib.import_module(module), builder)(**({keyword: tab_pipe} if tab_pipe is not None else {}))
+                getattr(importlib.import_module(module), builder)(**({keyword: tab_pipe} if tab_pipe is not None else {}), **where)
     guard_numbers(demo)
     demo.queue(default_concurrency_limit=CONCURRENCY, max_size=QUEUE_SIZE)
     return demo

@@ -8,8 +8,10 @@ import gradio as gr
 import torch
 
 from mmspec.apps.fields import seed_field, whole
+from mmspec.apps.shipped import load_shipped
 from mmspec.decoding.config import DecodingConfig
 from mmspec.runs.batch import MAX_SEED
+from mmspec.runs.placement import describe_placement
 from mmspec.io.images import commit_heatmap
 
 RASTER_METHODS = ("ar", "mc-sjd", "zipar+mc-sjd")
@@ -38,13 +40,13 @@ def compare_orders(raster, lpd, class_name: str, steps: int, seed: int):
     return gallery, heatmaps, rows
 
 
-def build_lpd_tab(raster=None, lpd=None) -> None:
-    """Lays out the tab inside the current `gr.Tab`; loads the shipped raster and LPD models unless given."""
+def build_lpd_tab(raster=None, lpd=None, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> None:
+    """Lays out the tab inside the current `gr.Tab`; loads the shipped raster and LPD models
+    (on `device`, in `dtype`) unless given."""
     from mmspec.assets import DEFAULT_ASSETS, LPD_ASSETS
-    from mmspec.pipelines import load_pipeline
 
-    raster = raster or load_pipeline(DEFAULT_ASSETS)
-    lpd = lpd or load_pipeline(LPD_ASSETS)
+    raster = raster or load_shipped(DEFAULT_ASSETS, device, dtype)
+    lpd = lpd or load_shipped(LPD_ASSETS, device, dtype)
     for pipe in (raster, lpd):
         pipe.set_progress_bar_config(disable=True)
     gr.Markdown("Locality-aware parallel decoding: the LPD model decodes a group of spread-out cells per forward, "
@@ -70,6 +72,6 @@ def build_lpd_tab(raster=None, lpd=None) -> None:
             gallery, maps, rows = compare_orders(raster, lpd, class_name, int(steps), seed)
         except ValueError as err:
             return [], [], [], f"**Cannot generate:** {err}"
-        return gallery, maps, rows, f"Done: seed {seed}."
+        return gallery, maps, rows, f"Done: seed {seed}, {describe_placement(lpd)}."
 
     run.click(generate, [class_name, steps, seed], [images, heatmaps, table, status], api_name="generate_lpd")

@@ -14,8 +14,10 @@ import gradio as gr
 import torch
 
 from mmspec.apps.fields import seed_field, whole
+from mmspec.apps.shipped import load_shipped
 from mmspec.apps.token_match import same_tokens_line
 from mmspec.runs.batch import MAX_SEED
+from mmspec.runs.placement import describe_placement
 from mmspec.io.mesh import is_valid, save_mesh
 from mmspec.pipelines.mesh import MESH_ASSETS, MeshPipeline, mesh_decoding
 
@@ -42,9 +44,11 @@ def compare_meshes(pipe: MeshPipeline, mesh_class: str, method: str, seed: int, 
     return paths, rows, same_tokens_line(tokens[0], [(method, tokens[1])])
 
 
-def build_mesh_tab(pipe: MeshPipeline | None = None) -> None:
-    """Lays out the tab inside the current `gr.Tab`; loads the shipped mesh model."""
-    pipe = pipe or MeshPipeline.from_pretrained(MESH_ASSETS)
+def build_mesh_tab(pipe: MeshPipeline | None = None, device: torch.device | str = "cpu",
+                   dtype: torch.dtype = torch.float32) -> None:
+    """Lays out the tab inside the current `gr.Tab`; loads the shipped mesh model (on `device`,
+    in `dtype`) unless given one."""
+    pipe = pipe or load_shipped(MESH_ASSETS, device, dtype)
     pipe.set_progress_bar_config(disable=True)
     out_dir = Path(tempfile.mkdtemp(prefix="mmspec-meshes-"))
     gr.Markdown("The same class and seed decoded by AR and by an accelerated method: auto returns AR's very mesh, "
@@ -68,7 +72,7 @@ def build_mesh_tab(pipe: MeshPipeline | None = None) -> None:
             paths, rows, same = compare_meshes(pipe, mesh_class, method, seed, float(temperature), out_dir)
         except ValueError as err:
             return None, None, [], f"**Cannot generate:** {err}"
-        return paths[0], paths[1], rows, f"Done: AR and {method} from seed {seed}. {same}"
+        return paths[0], paths[1], rows, f"Done: AR and {method} from seed {seed}, {describe_placement(pipe)}. {same}"
 
     run.click(generate_mesh, [mesh_class, method, seed, temperature], [ar_view, fast_view, table, status],
               api_name="generate_mesh")

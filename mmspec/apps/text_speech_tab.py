@@ -17,6 +17,7 @@ from mmspec.apps.fields import seed_field, whole
 from mmspec.decoding.config import DecodingConfig
 from mmspec.pipelines.checks import sampling_config
 from mmspec.runs.batch import MAX_SEED
+from mmspec.runs.placement import describe_placement
 
 CANDIDATE_METHODS = ("auto", "keyed+previous-frame", "keyed+previous-step", "mc-sjd+previous-frame", "mc-sjd+previous-step",
                      "mc-sjd", "sjd")
@@ -80,7 +81,7 @@ def build_text_speech_tab(pipe) -> None:
                                                   float(temperature))
         except (ValueError, TypeError) as err:
             return None, None, [], [], f"**Cannot speak:** {err}"
-        return ar, fast, rows, maps, f"Done: AR and {method} from seed {seed_value}. {same}"
+        return ar, fast, rows, maps, f"Done: AR and {method} from seed {seed_value}, {describe_placement(pipe)}. {same}"
 
     run.click(speak_text, [text, voice, method, seed, temperature], [ar_audio, fast_audio, stats, heatmaps, status],
               api_name="speak_text")

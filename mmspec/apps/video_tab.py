@@ -15,10 +15,12 @@ import gradio as gr
 import torch
 
 from mmspec.apps.fields import seed_field, whole
+from mmspec.apps.shipped import load_shipped
 from mmspec.apps.video_methods import METHODS, method_config
 from mmspec.decoding.config import DecodingConfig
 from mmspec.io.video import check_format, frame_heatmaps
 from mmspec.runs.batch import MAX_SEED
+from mmspec.runs.placement import describe_placement
 
 VIDEO_SCALE = 8  # 32x32 frames shown at 256x256
 
@@ -38,22 +40,23 @@ def compare_videos(pipe, class_name: str, method: str, seed: int, out_dir: Path)
     same = "the very same video as AR's, token for token" if torch.equal(outputs[0][3], outputs[1][3]) else \
         "another sample (SJD and MC-SJD sample AR's distribution; relaxed methods change it)"
     summary = (f"**AR**: {ar.forward_passes} forwards, {ar.wall_time_s:.1f} s. **{method}**: {acc.forward_passes} forwards "
-               f"({ar.forward_passes / acc.forward_passes:.1f}x fewer), {acc.wall_time_s:.1f} s. Same seed ({seed}): {same}.")
+               f"({ar.forward_passes / acc.forward_passes:.1f}x fewer), {acc.wall_time_s:.1f} s, {describe_placement(pipe)}. "
+               f"Same seed ({seed}): {same}.")
     return ar_path, acc_path, ar_heat, acc_heat, summary
 
 
-def build_video_tab(pipe=None) -> None:
-    """Lays out the tab inside the current `gr.Tab`; loads the shipped video model unless given
-    one (a Cosmos-Predict1 pipeline, which continues a video, gets `build_cosmos_tab`'s page)."""
+def build_video_tab(pipe=None, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> None:
+    """Lays out the tab inside the current `gr.Tab`; loads the shipped video model (on
+    `device`, in `dtype`) unless given one (a Cosmos-Predict1 pipeline, which continues a
+    video, gets `build_cosmos_tab`'s page)."""
     if getattr(pipe, "condition_kind", None) == "video":
         from mmspec.apps.cosmos_tab import build_cosmos_tab
 
         return build_cosmos_tab(pipe)
     if pipe is None:
         from mmspec.assets import VIDEO_ASSETS
-        from mmspec.pipelines.video import VideoPipeline
 
-        pipe = VideoPipeline.from_pretrained(VIDEO_ASSETS)
+        pipe = load_shipped(VIDEO_ASSETS, device, dtype)
     pipe.set_progress_bar_config(disable=True)
     out_dir = Path(tempfile.mkdtemp(prefix="mmspec-video-"))
     gr.Markdown("A class-conditional video model (8 frames of 8x8 tokens). AR decodes one token per forward; the "

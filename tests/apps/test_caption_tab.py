@@ -22,7 +22,7 @@ def test_tab_is_registered_and_builds():
 @pytest.mark.parametrize("decoding", ["mc-sjd+lookup", "prompt-lookup"])
 def test_stream_marks_the_forward_of_every_token(monkeypatch, decoding):
     pipe = tiny_captioner()
-    monkeypatch.setattr(caption_tab, "shipped_captioner", lambda: pipe)
+    monkeypatch.setattr(caption_tab, "shipped_captioner", lambda *where: pipe)
     image = to_pil(load_scenes("heldout", 1)[0])[0]
     updates = list(caption_tab.caption_stream(image, "describe the picture .", decoding, 12))
     assert len(updates) >= 2
@@ -35,7 +35,7 @@ def test_stream_marks_the_forward_of_every_token(monkeypatch, decoding):
     kept = [k for t, k in zip(out.tokens[0].tolist(), commits) if t not in tokenizer.all_special_ids]
     assert [label for _, label in final] == [f"forward {k + 1}" for k in kept]
     assert streamed == final  # the live stream saw every token, each in the forward that committed it
-    assert f"{out.stats[0].forward_passes} forward passes" in status
+    assert f"{out.stats[0].forward_passes} forward passes" in status and status.endswith("on cpu in float32")
 
 
 def test_a_missing_image_is_a_gradio_error():
