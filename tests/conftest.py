@@ -12,7 +12,11 @@ if "TRITON_INTERPRET" not in os.environ and shutil.which("nvidia-smi") is None a
 import pytest
 import torch
 
+from mmspec.kernels.interpreter import quicken_interpreter
 from tests.helpers import FIXTURES
+
+if os.environ.get("TRITON_INTERPRET") == "1":
+    quicken_interpreter()  # the kernels' tests and the CUDA lane run Triton's interpreter
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # auto's cost curves go to a folder of this run, not the user's cache

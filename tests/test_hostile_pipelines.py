@@ -153,8 +153,8 @@ def test_forward_memory_bound_counts_the_rows_of_a_call(pipes):
 
     layout = TokenLayout.grid((64, 64), 16384)
     with pytest.raises(ValueError, match="GiB"):
-        check_decoding_memory(DecodingConfig.from_name("mc-sjd", branches=4000), layout, 4)
-    assert check_decoding_memory(DecodingConfig.from_name("mc-sjd", branches=2), layout, 1).branches == 2
+        check_decoding_memory(DecodingConfig.from_name("mc-sjd", branches=4000), layout, 4, device="cpu")
+    assert check_decoding_memory(DecodingConfig.from_name("mc-sjd", branches=2), layout, 1, device="cpu").branches == 2
 
 
 # --- the habits every family shares ---------------------------------------------------------

@@ -53,7 +53,7 @@ import torch
 from mmspec.runs.bench import environment, git_commit, write_results
 from mmspec.utils.checkpoint import load_into
 from mmspec.decoding.config import DecodingConfig
-from mmspec.decoding.auto.cost_curve import cpu_model
+from mmspec.core.device import cpu_model
 
 ORIGINAL = "original LlamaGen AR"
 # mmspec's rows, by the names the tables give them

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from mmspec.core.contracts import TokenModel
+from mmspec.core.device import device_profile
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.auto.cost_curve import model_device, session_curve
 from mmspec.decoding.config import DecodingConfig, LPDDecoding, as_lpd_decoding, lpd_refusal, parse_decoding
@@ -120,24 +121,27 @@ def generate(
         refused = [name for name, value in given.items() if value is not None and not (isinstance(value, Sequence) and not value)]
         if refused:
             raise ValueError(f"an LPD model decodes its whole grid group by group; generate takes no {', '.join(refused)} for it")
-        return decode_lpd(model, condition, config, sampling, generator, on_step,
-                          check_guidance_schedule("linear" if guidance_schedule is None else guidance_schedule))
+        tokens, stats = decode_lpd(model, condition, config, sampling, generator, on_step,
+                                   check_guidance_schedule("linear" if guidance_schedule is None else guidance_schedule))
+        return tokens, replace(stats, device=device_profile(model_device(model)).describe())
     if guidance_schedule is not None:
         raise ValueError(f"guidance_schedule is LPD's (its guidance grows along its order); {type(model).__name__} takes none")
     config = as_decoding(decoding)
     layout = layout or model.layout()
     if max_length is not None:
         layout = layout.truncate(max_length)
+    profile = device_profile(model_device(model))  # what the device does, for the whole call
     if config.method == "ar" and isinstance(config.scheduler, Raster):
         session = model.start(condition, guided=sampling.guided)
         stopping = Stopping.at(stop_tokens, pad_token_id, session.batch_size, layout.length, session.prefill_logits().cond.device)
-        return decode_ar(session, layout, sampling, generator, on_step, stopping, processors, on_commit)
-    device = model_device(model)
-    extra = extra_positions(layout, config, device)
+        tokens, stats = decode_ar(session, layout, sampling, generator, on_step, stopping, processors, on_commit)
+        return tokens, replace(stats, device=profile.describe())
+    extra = extra_positions(layout, config, profile)
     session = model.start(condition, guided=sampling.guided, extra_positions=extra)
     cost = None
     if config.chooses:  # the curve is measured on slots nothing has committed
-        tree = any(setting is not None for setting in branch_options(config, device))
-        cost = session_curve(session, model, layout.tokens_per_step, layout.length, layout.length + extra, mode=config.cost, tree=tree)
+        tree = any(setting is not None for setting in branch_options(config, profile))
+        cost = session_curve(session, model, layout.tokens_per_step, layout.length, layout.length + extra, mode=config.cost,
+                             tree=tree, profile=profile)
     stopping = Stopping.at(stop_tokens, pad_token_id, session.batch_size, layout.length, session.prefill_logits().cond.device)
-    return decode_jacobi(session, layout, sampling, config, generator, on_step, stopping, processors, on_commit, cost)
+    return decode_jacobi(session, layout, sampling, config, generator, on_step, stopping, processors, on_commit, cost, profile)

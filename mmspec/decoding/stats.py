@@ -27,6 +27,9 @@ class DecodeStats:
             step), per branch setting and per first-draft drafter.
         cost_curve (`dict`, *optional*): auto only: the forward's cost by inputs per row,
             relative to one input, as measured on this device (`mmspec.decoding.auto.cost_curve`).
+        device (`str`): the device profile the call ran under (`DeviceProfile.describe`):
+            "cuda (Triton verification)", "cpu (PyTorch verification)", or a device without a
+            profile of its own, named as such.
     """
 
     method: str
@@ -38,6 +41,7 @@ class DecodeStats:
     lengths: torch.Tensor | None = field(default=None, repr=False)
     choices: dict | None = field(default=None, repr=False)
     cost_curve: dict | None = field(default=None, repr=False)
+    device: str = ""
 
     def __post_init__(self):
         if self.lengths is None:
@@ -64,7 +68,7 @@ class DecodeStats:
         per_step = self.tokens_committed // max(int(self.lengths.sum()), 1)  # K
         return [
             DecodeStats(self.method, self.exact, int(f), int(n) * per_step, self.wall_time_s, row[None], n[None],
-                        self.choices, self.cost_curve)
+                        self.choices, self.cost_curve, self.device)
             for f, row, n in zip(self.forward_passes_per_sample, self.commit_iteration, self.lengths)
         ]
 
@@ -78,5 +82,6 @@ class DecodeStats:
             "forward_passes_per_sample": self.forward_passes_per_sample.tolist(),
             "lengths": self.lengths.tolist(),
             "wall_time_s": self.wall_time_s,
+            "device": self.device,
             **({"choices": self.choices, "cost_curve": self.cost_curve} if self.choices is not None else {}),
         }

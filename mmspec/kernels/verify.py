@@ -1,18 +1,17 @@
 """`verify`: the one entry point for probabilistic Jacobi verification.
 
 Checks shapes, dtypes and devices with clear errors, then runs the Triton kernel
-(`verify_triton`) for CUDA tensors when Triton is installed, and the PyTorch reference
-(`verify_reference`, the oracle) everywhere else. See `verify_reference.py` for what is
-computed. `verify_keyed` does the same for keyed verification (`verify_keyed.py`).
+(`verify_triton`) where the call's device profile (`mmspec.core.device`) verifies by Triton
+(CUDA) and the kernel covers the rule, and the PyTorch reference (`verify_reference`, the
+oracle) everywhere else. See `verify_reference.py` for what is computed. `verify_keyed`
+does the same for keyed verification (`verify_keyed.py`).
 """
 
 from __future__ import annotations
 
-import functools
-import importlib.util
-
 import torch
 
+from mmspec.core.device import DeviceProfile, device_profile
 from mmspec.core.noise import Noise, SlotNoise
 from mmspec.core.rules import ExactRule
 from mmspec.core.sampling import SamplingConfig
@@ -22,15 +21,10 @@ from mmspec.kernels.verify_reference import verify_reference
 from mmspec.kernels.verify_types import VERIFY_DOC, VerifyOutput, check_rule
 
 
-@functools.cache
-def triton_available() -> bool:
-    return importlib.util.find_spec("triton") is not None
-
-
-def kernel_applies(target: torch.Tensor, rule) -> bool:
-    """Whether the Triton kernel verifies this call: CUDA tensors, Triton installed, and a
+def kernel_applies(profile: DeviceProfile, rule) -> bool:
+    """Whether the Triton kernel verifies this call: a profile that verifies by Triton, and a
     rule whose rejected slots draw from the token residual (the kernel draws no other)."""
-    return target.is_cuda and triton_available() and not hasattr(rule, "residual_draft")
+    return profile.triton and not hasattr(rule, "residual_draft")
 
 
 def check_sampling_inputs(target_probs, target_logits, sampling: SamplingConfig, allowed) -> tuple[str, torch.Tensor]:
@@ -99,13 +93,15 @@ def verify(
     step_groups: tuple[tuple[int, ...], ...] | None = None,
     residual_noise: SlotNoise | None = None,
     check: bool = True,  # False: the caller built the inputs to this contract (the engine's loop)
+    profile: DeviceProfile | None = None,  # the call's; None: the profile of the draft tokens' device
 ) -> VerifyOutput:
     target = target_probs if target_logits is None else target_logits
-    if target is not None and target.dim() == 4 and target.shape[2] == 1 and kernel_applies(target, rule):  # one token per slot
+    profile = device_profile(draft_tokens.device if profile is None else profile)
+    if target is not None and target.dim() == 4 and target.shape[2] == 1 and kernel_applies(profile, rule):  # one token per slot
         one = lambda t: None if t is None else t[:, :, 0]
         out = verify(one(target_probs), one(draft_probs), one(draft_tokens), num_slots, one(accept_uniforms),
                      one(sample_uniforms), target_logits=one(target_logits), sampling=sampling, allowed=one(allowed),
-                     rule=rule, coupling=coupling, check=check)
+                     rule=rule, coupling=coupling, check=check, profile=profile)
         return VerifyOutput(out.accepted, out.run_length, out.tokens[..., None], out.target_probs[:, :, None])
     if target is not None and target.dim() == 4:  # K tokens per slot: the PyTorch path
         return verify_steps(target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms,
@@ -115,8 +111,8 @@ def verify(
         name, target = check_sampling_inputs(target_probs, target_logits, sampling, allowed)
         check_verify_inputs(name, target, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms, rule, allowed)
     impl = verify_reference
-    if kernel_applies(target, rule):
-        from mmspec.kernels.verify_triton import verify_triton  # imports Triton on the first CUDA call only
+    if kernel_applies(profile, rule):
+        from mmspec.kernels.verify_triton import verify_triton  # imports Triton on the first call that runs it
 
         impl = verify_triton
     return impl(
@@ -163,11 +159,13 @@ def verify_keyed(
     allowed: torch.Tensor | None = None,  # like the target, bool
     ranked: int = 0,
     check: bool = True,
+    profile: DeviceProfile | None = None,  # the call's; None: the profile of the logits' device
 ) -> VerifyOutput:
     """Keyed verification (`mmspec.kernels.verify_keyed`): each slot's Gumbel winner under
     the row's keyed noise, the leading slots whose drafts equal their winners, and the
-    winners as next drafts. CUDA tensors go to the Triton kernel, which makes the noise in
-    the kernel from the keys (`ranked` > 0, for branches, runs the reference)."""
+    winners as next drafts. A profile that verifies by Triton (CUDA) runs the Triton kernel,
+    which makes the noise in the kernel from the keys (`ranked` > 0, for branches, runs the
+    reference)."""
     if check:
         one = target_logits.dim() == 3
         _, flat = check_sampling_inputs(None, target_logits if one else target_logits.flatten(1, 2), sampling,
@@ -180,8 +178,8 @@ def verify_keyed(
                              f"{tuple(rows.shape)}, {tuple(positions.shape)}")
         if draft_tokens.numel() and int(draft_tokens.max()) >= target_logits.shape[-1]:
             raise ValueError(f"draft_tokens must be < V = {target_logits.shape[-1]}")
-    if target_logits.is_cuda and triton_available() and not ranked:
-        from mmspec.kernels.verify_keyed_triton import verify_keyed_triton  # imports Triton on the first CUDA call only
+    if device_profile(target_logits.device if profile is None else profile).triton and not ranked:
+        from mmspec.kernels.verify_keyed_triton import verify_keyed_triton  # imports Triton on the first call that runs it
 
         return verify_keyed_triton(target_logits, draft_tokens, num_slots, noise=noise, rows=rows, positions=positions,
                                    sampling=sampling, allowed=allowed)

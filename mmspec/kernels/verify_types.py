@@ -87,6 +87,9 @@ VERIFY_DOC = """Verifies N windows of drafts against their target distributions.
             as one token of V^K (exact rule; relaxed rules test token by token). None: each
             token on its own.
         residual_noise (`SlotNoise`, *optional*): the slots' keyed noise, for the residuals of groups.
+        profile (`DeviceProfile`, *optional*): the call's device profile (`mmspec.core.device`),
+            which chooses the Triton kernel or the PyTorch reference; defaults to the profile
+            of the tensors' device.
 
     Returns:
         `VerifyOutput`: accepted and run-length counts `[N]`, the tokens `[N, S]` and the p used.

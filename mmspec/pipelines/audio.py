@@ -184,7 +184,7 @@ class SpeechPipeline(MMSpecPipeline):
         forward, is refused; a window longer than a shorter clip of `steps` decoder steps (a
         short `duration_s` with the default window of 16) is cut to that clip."""
         config = check_decoding_memory(decoding, self.token_model(self.steps_for(None)).layout(), rows,
-                                       attention_heads(self.decoder.config))
+                                       attention_heads(self.decoder.config), device=self.device)
         steps = steps or self.steps_for(None)
         if config.method != "ar" and config.window is not None and config.window > steps:
             config = dataclasses.replace(config, window=steps)

@@ -242,7 +242,7 @@ class TokenImagePipeline(MMSpecPipeline):
             8
         """
         config = check_decoding_limits(decoding, self.token_grid)
-        return check_decoding_memory(config, self.decoding_layout(self.token_grid), 1, self.attention_heads)
+        return check_decoding_memory(config, self.decoding_layout(self.token_grid), 1, self.attention_heads, device=self.device)
 
     @property
     def attention_heads(self) -> int:
@@ -275,7 +275,8 @@ class TokenImagePipeline(MMSpecPipeline):
         `grid`, then `check_batch`; before any work."""
         generator = self.check_batch(output_type, generator, num_images, grid)
         config = check_decoding_limits(decoding, grid)
-        return check_decoding_memory(config, self.decoding_layout(grid), num_images, self.attention_heads), generator
+        return (check_decoding_memory(config, self.decoding_layout(grid), num_images, self.attention_heads, device=self.device),
+                generator)
 
     @staticmethod
     def to_output(images: torch.Tensor | None, tokens: torch.Tensor, stats: list, output_type: str, return_dict: bool):

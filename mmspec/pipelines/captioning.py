@@ -250,7 +250,7 @@ class CaptioningPipeline(MMSpecPipeline):
         generator = check_generator(generator, len(images))
         if isinstance(decoding, DecodingConfig):  # a window past the model's room for text, or branches past V, refused
             check_decoding_memory(decoding, TokenLayout.grid((self.max_new_tokens,), self.model.config.text_config.vocab_size),
-                                  len(images), attention_heads(self.model.config))
+                                  len(images), attention_heads(self.model.config), device=self.device)
         sampling = {k: v for k, v in dict(temperature=temperature, top_k=top_k, top_p=top_p).items() if v is not None}
         settings = dict(max_new_tokens=max_new_tokens, do_sample=do_sample, streamer=streamer, **sampling)
         callback = StepCallback(self, callback_on_step_end)

@@ -11,6 +11,7 @@ import math
 import torch
 
 from mmspec.core.bounds import FORWARD_BUDGET_BYTES, forward_bytes
+from mmspec.core.device import device_profile
 from mmspec.core.layout import TokenLayout
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.config import DecodingConfig
@@ -92,9 +93,11 @@ def check_decoding_limits(decoding: str | DecodingConfig, grid: tuple[int, int])
     return config
 
 
-def check_decoding_memory(decoding: str | DecodingConfig, layout: TokenLayout, rows: int, heads: int = 1) -> DecodingConfig:
+def check_decoding_memory(decoding: str | DecodingConfig, layout: TokenLayout, rows: int, heads: int = 1, *,
+                          device: torch.device | str) -> DecodingConfig:
     """`decoding` parsed and refused (one line, before any allocation) when it cannot fit
-    the sequence of `layout` or the memory of one forward over `rows` sequences:
+    the sequence of `layout` or the memory of one forward over `rows` sequences on `device`
+    (the pipeline's: its profile decides the branches auto may add, as the decode's does):
 
     - a draft window longer than the sequence only costs time and memory;
     - a drafter that copies along an axis the layout does not have (`previous-frame` for
@@ -122,7 +125,7 @@ def check_decoding_memory(decoding: str | DecodingConfig, layout: TokenLayout, r
     if config.branches and config.branches >= V:
         raise ValueError(f"branches {config.branches} asks for more candidates per codebook than the {V - 1} tokens besides "
                          f"the draft that this model's {V}-token vocabulary holds; choose 0 to {V - 1}")
-    inputs = extra_positions(layout, config)
+    inputs = extra_positions(layout, config, device_profile(device))
     needed = forward_bytes(rows, inputs, K, V, keys=layout.length + inputs, heads=heads)
     if needed > FORWARD_BUDGET_BYTES:
         raise ValueError(f"{config.name} feeds up to {inputs} inputs a forward: {needed / 2**30:.1f} GiB of logits and "

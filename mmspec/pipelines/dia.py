@@ -143,7 +143,8 @@ class DiaPipeline(MMSpecPipeline):
         """`decoding` parsed and checked over `rows` clips of the default length
         (`check_decoding_memory`): a window longer than the clip, or branches past the
         vocabulary or the memory of a forward, is refused in one line."""
-        return check_decoding_memory(decoding, self.token_model(self.max_new_tokens).layout(), rows, self.attention_heads)
+        return check_decoding_memory(decoding, self.token_model(self.max_new_tokens).layout(), rows, self.attention_heads,
+                                     device=self.device)
 
     # --- loading -------------------------------------------------------------------------
 
@@ -274,7 +275,7 @@ class DiaPipeline(MMSpecPipeline):
             raise ValueError(f"{n} clips of {steps} steps in one call exceed this model's {self.max_audios_for(steps)}; "
                              "split the request")
         layout = lm.layout()
-        decoding = check_decoding_memory(decoding, layout, n, self.attention_heads)
+        decoding = check_decoding_memory(decoding, layout, n, self.attention_heads, device=self.device)
         generator = check_generator(generator, n)
         # 2. encode the texts: their bytes padded on the right, as DiaProcessor pads them
         width = max(len(row) for row in ids)

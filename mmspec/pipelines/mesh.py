@@ -159,7 +159,8 @@ class MeshPipeline(MMSpecPipeline):
         faces and the memory of one forward over `rows` meshes (`check_decoding_memory`),
         before any work: `mmspec mesh` calls it before its run is recorded."""
         config = mesh_decoding(decoding, window)
-        return check_decoding_memory(config, MeshXLModel(self.model, max_faces).layout(), rows, attention_heads(self.model.config))
+        return check_decoding_memory(config, MeshXLModel(self.model, max_faces).layout(), rows, attention_heads(self.model.config),
+                                     device=self.device)
 
     @property
     def max_meshes_per_call(self) -> int:

@@ -169,7 +169,8 @@ class OrpheusPipeline(MMSpecPipeline):
         """`decoding` parsed and checked: exact methods over a line of tokens (draft inits
         `ORPHEUS_DRAFTERS`), within the sequence and the memory of a forward over `rows` clips."""
         config = check_text_decoding(decoding, ORPHEUS_DRAFTERS)
-        return check_decoding_memory(config, self.token_model(max_new_tokens).layout(), rows, attention_heads(self.model.config))
+        return check_decoding_memory(config, self.token_model(max_new_tokens).layout(), rows, attention_heads(self.model.config),
+                                     device=self.device)
 
     def prompt_ids(self, text: str, voice: str | None) -> list[int]:
         """The framed prompt of `text` in `voice`, as Orpheus's `_format_prompt` builds it."""

@@ -8,7 +8,6 @@ methods, so ratios against AR are comparable even on a noisy machine.
 from __future__ import annotations
 
 import json
-import os
 import platform
 import subprocess
 import time
@@ -20,6 +19,7 @@ import torch
 from PIL import Image, ImageDraw
 from tqdm import tqdm
 
+from mmspec.core.device import device_profile
 from mmspec.io.files import atomic_write
 from mmspec.decoding.auto import describe_choices, merge_choices
 from mmspec.decoding.config import DecodingConfig
@@ -90,8 +90,7 @@ def side_by_side(methods: list[DecodingConfig], samples: int, decode: Callable, 
         for config in methods:
             begin = time.perf_counter()
             out = decode(i, config)
-            if device != "cpu":
-                torch.cuda.synchronize()
+            device_profile(device).synchronize()
             name = config.describe()
             seconds[name] += time.perf_counter() - begin
             forwards[name].append(out.stats[0].forward_passes)
@@ -117,11 +116,8 @@ def environment(device: str | torch.device = "cpu") -> dict:
     import diffusers
     import transformers
 
-    from mmspec.decoding.auto.cost_curve import cpu_model
-
-    device = torch.device(device)
     return {
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU: {cpu_model()}, {os.cpu_count()} cores",
+        "device": device_profile(device).hardware,
         "torch_threads": torch.get_num_threads(),
         "python": platform.python_version(),
         "torch": torch.__version__,

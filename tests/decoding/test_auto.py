@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from mmspec.core.device import device_profile
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.auto import cost_curve
 from mmspec.decoding.auto.acceptance import AcceptanceModel, RunAcceptance
@@ -145,13 +146,13 @@ def test_a_cost_file_with_impossible_seconds_is_measured_again(tmp_path, monkeyp
 
 def test_cost_key_changes_with_model_rows_and_threads():
     model = tiny_model()
-    key = cost_key(model, 2, torch.device("cpu"), torch.float32, 4)
-    assert key != cost_key(model, 4, torch.device("cpu"), torch.float32, 4)
-    assert key != cost_key(tiny_model(vocab_size=8), 2, torch.device("cpu"), torch.float32, 4)
+    key = cost_key(model, 2, device_profile("cpu"), torch.float32, 4)
+    assert key != cost_key(model, 4, device_profile("cpu"), torch.float32, 4)
+    assert key != cost_key(tiny_model(vocab_size=8), 2, device_profile("cpu"), torch.float32, 4)
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(threads + 1)
-        assert key != cost_key(model, 2, torch.device("cpu"), torch.float32, 4)
+        assert key != cost_key(model, 2, device_profile("cpu"), torch.float32, 4)
     finally:
         torch.set_num_threads(threads)
 
@@ -256,11 +257,11 @@ def test_after_ar_steps_the_prior_comes_back():
 def test_auto_offers_branch_presets_only_where_tree_attention_runs():
     """On CUDA auto may take branch presets, but not from a session without tree attention
     or under logits processors, which refuse branches; a fixed setting is never dropped."""
-    from mmspec.decoding.auto.chooser import BRANCH_PRESETS
+    from mmspec.decoding.branches.setting import BranchSetting
     from mmspec.decoding.loop.jacobi import branch_options
 
     auto, cuda = DecodingConfig.from_name("auto"), torch.device("cuda")
-    assert branch_options(auto, cuda) == (None,) + BRANCH_PRESETS
+    assert branch_options(auto, cuda) == (None, BranchSetting(4, 4, 2), BranchSetting(8, 12, 3))
     assert branch_options(auto, cuda, tree=False) == (None,)
     assert branch_options(auto, torch.device("cpu")) == (None,)
     fixed = DecodingConfig.from_name("auto", branches=4)

@@ -42,7 +42,7 @@ def decode_counting_relocations(model, labels, config, seed=0, sampling=SAMPLING
     """Decodes with `config` and returns tokens, stats, the session and how many cache
     entries branches moved into place."""
     layout = model.layout()
-    session = model.start(labels, guided=True, extra_positions=extra_positions(layout, config))
+    session = model.start(labels, guided=True, extra_positions=extra_positions(layout, config, torch.device("cpu")))
     moved = []
     relocate = session.relocate
     session.relocate = lambda src, pos, mask: (moved.append(int(mask.sum())), relocate(src, pos, mask))
@@ -71,7 +71,7 @@ def test_branch_cache_entries_end_where_a_teacher_forced_pass_puts_them():
     labels = torch.tensor([0, 1, 2, 1])
     config = DecodingConfig(method="mc-sjd", window=6, branches=4, branch_slots=3, branch_length=2)
     layout = model.layout()
-    session = model.start(labels, guided=True, extra_positions=extra_positions(layout, config))
+    session = model.start(labels, guided=True, extra_positions=extra_positions(layout, config, torch.device("cpu")))
     rows = cache_rows_as_they_leave(session)
     moved, relocate = [], session.relocate
     session.relocate = lambda src, pos, mask: (moved.append(int(mask.sum())), relocate(src, pos, mask))

@@ -111,7 +111,7 @@ def test_branch_cache_entries_end_where_a_teacher_forced_pass_puts_them(emu3):
     moved, taken_seeds = 0, 0
     order = torch.tensor([0, 2, 1, 3])  # each sequence's cond row, then its uncond row
     for seed in range(6):
-        session = generator.start(condition, guided=True, extra_positions=extra_positions(layout, config))
+        session = generator.start(condition, guided=True, extra_positions=extra_positions(layout, config, torch.device("cpu")))
         rows = cache_rows_as_they_leave(session)
         counts, relocate = [], session.relocate
         session.relocate = lambda src, pos, mask: (counts.append(int(mask.sum())), relocate(src, pos, mask))

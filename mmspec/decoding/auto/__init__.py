@@ -10,11 +10,10 @@
 
 from mmspec.decoding.auto.acceptance import AcceptanceModel, DrafterHits, RunAcceptance
 from mmspec.decoding.auto.choice_log import ChoiceLog, describe_choices, merge_choices
-from mmspec.decoding.auto.chooser import (BRANCH_PRESETS, COPY_AXES, WINDOWS, AutoContext, Choice, CostChooser,
-                                          drafter_options, make_chooser)
+from mmspec.decoding.auto.chooser import COPY_AXES, WINDOWS, AutoContext, Choice, CostChooser, drafter_options, make_chooser
 from mmspec.decoding.auto.cost_curve import CostCurve, session_curve
 from mmspec.decoding.auto.glue import GlueTimer
 
-__all__ = ["BRANCH_PRESETS", "COPY_AXES", "WINDOWS", "AcceptanceModel", "AutoContext", "Choice", "ChoiceLog", "CostChooser",
+__all__ = ["COPY_AXES", "WINDOWS", "AcceptanceModel", "AutoContext", "Choice", "ChoiceLog", "CostChooser",
            "CostCurve", "DrafterHits", "GlueTimer", "RunAcceptance", "describe_choices", "drafter_options",
            "make_chooser", "merge_choices", "session_curve"]

@@ -7,7 +7,8 @@ keeps an estimate of each and, before every forward, picks
     argmax over (w, setting) of  (E[run length | window w] + gain(setting)) / (cost(rows, 1 + w + nodes(setting)) + glue)
 
 over windows w (w = 0 is an AR step: one input, one token, at AR's own loop time), branch
-settings (none, or a few sizes where the session has tree attention), the first-draft
+settings (none, or the device profile's presets where the session has tree attention:
+`mmspec.core.device`), the first-draft
 drafter (copies along the layout's axes, or random) and, when the call has a learned draft
 head, whether it drafts the first slot (its seconds per forward measured on the call and
 added to the glue). The head's worth is measured paired: on the forwards it drafts, how
@@ -45,7 +46,6 @@ from mmspec.decoding.branches.setting import BranchSetting, branch_nodes
 from mmspec.decoding.drafts import Copy, FirstOf, Lookup, Random
 
 WINDOWS = (0, 2, 4, 8, 16, 32)  # few enough that each is tried within one image
-BRANCH_PRESETS = ((4, 4, 2), (8, 12, 3))  # (candidates m, slots D, length c): docs/decoding-methods.md's rows
 # axes along which a copy is a plausible first draft; not the innermost ("col", "token"):
 # copies there chain a draft's own error along the window
 COPY_AXES = ("row", "frame", "step", "face")

@@ -17,13 +17,13 @@ import json
 import math
 import logging
 import os
-import platform
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
+from mmspec.core.device import DeviceProfile
 from mmspec.decoding.steps import forward_steps
 
 logger = logging.getLogger(__name__)
@@ -99,22 +99,6 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mmspec"
 
 
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return f"{platform.machine()} {platform.processor() or cpu_model()}"
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "cpu"
-
-
 def model_fingerprint(model) -> str:
     """The adapter's class, and each network's class, config (its JSON, or repr) and
     parameter shapes."""
@@ -127,23 +111,21 @@ def model_fingerprint(model) -> str:
     return "\n".join(parts)
 
 
-def cost_key(model, rows: int, device: torch.device, dtype, length: int) -> str:
+def cost_key(model, rows: int, profile: DeviceProfile, dtype, length: int) -> str:
     """A short hash of everything the curve depends on; `length` is the sequence the cache
     holds (attention reads every slot)."""
-    threads = torch.get_num_threads() if device.type == "cpu" else 0
-    parts = [model_fingerprint(model), device.type, device_name(device), str(dtype), torch.__version__,
-             f"threads={threads}", f"rows={rows}", f"length={length}"]
+    parts = [model_fingerprint(model), profile.cost_key(), str(dtype), torch.__version__, f"rows={rows}", f"length={length}"]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def measure(session, K: int, sizes: list[int], *, rows: int, key: str, rounds: int = 3) -> CostCurve:
+def measure(session, K: int, sizes: list[int], *, rows: int, key: str, profile: DeviceProfile, rounds: int = 3) -> CostCurve:
     """Times forwards of `session` at each of `sizes` inputs per row, at positions 0..n-1
     (none committed: the session is fresh from its prefill), and commits nothing. Sizes
     are interleaved over `rounds` after a warm-up round and each keeps its fastest time,
     so that a burst of load from elsewhere spoils one sample rather than one size."""
     device = session.prefill_logits().cond.device
     B = session.batch_size
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync = profile.synchronize
     best = [float("inf")] * len(sizes)
     for round_ in range(rounds + 1):
         for i, n in enumerate(sizes):
@@ -192,19 +174,19 @@ def save_curve(curve: CostCurve) -> None:
         logger.warning("could not cache the cost curve at %s (%s)", path, err)
 
 
-def session_curve(session, model, K: int, length: int, capacity: int, *, mode: str, tree: bool) -> CostCurve:
+def session_curve(session, model, K: int, length: int, capacity: int, *, mode: str, tree: bool,
+                  profile: DeviceProfile) -> CostCurve:
     """The cost curve of the forward of `session` (a started model session): read from the
     cache, or measured (and cached) when missing or `mode == "refresh"`; flat when
     `mode == "off"`. `capacity` bounds the sizes measured (positions the session has room for)."""
     rows = session.batch_size * (2 if session.guided else 1)
     if mode == "off":
         return CostCurve.flat(rows)
-    device = session.prefill_logits().cond.device
-    key = cost_key(model, rows, device, model_dtype(model), length)
+    key = cost_key(model, rows, profile, model_dtype(model), length)
     curve = None if mode == "refresh" else load_curve(key)
     sizes = [n for n in SIZES + (TREE_SIZES if tree else ()) if n <= capacity]
     if curve is None or curve.inputs[-1] < sizes[-1]:
         logger.info("measuring the forward's cost curve (%d sizes, %d rows)", len(sizes), rows)
-        curve = measure(session, K, sizes, rows=rows, key=key)
+        curve = measure(session, K, sizes, rows=rows, key=key, profile=profile)
         save_curve(curve)
     return curve

@@ -6,8 +6,7 @@ from __future__ import annotations
 import statistics
 import time
 
-import torch
-
+from mmspec.core.device import DeviceProfile
 from mmspec.decoding.auto.cost_curve import CostCurve
 
 
@@ -29,12 +28,12 @@ class GlueTimer:
     KINDS = ("glue_s", "ar_glue_s", "draft_s", "head_s")
     RECENT = 16
 
-    def __init__(self, curve: CostCurve, device: torch.device):
+    def __init__(self, curve: CostCurve, profile: DeviceProfile):
         self.curve = curve
         self.on = curve.measured  # a flat curve chooses by forwards alone
         self.samples = {kind: [] for kind in self.KINDS}
         self.timed = []  # (forward's seconds, the curve's), the latest RECENT
-        self.sync = torch.cuda.synchronize if device.type == "cuda" and self.on else (lambda: None)
+        self.sync = profile.synchronize
         self.start = self.forward_start = self.forward_s = self.draft_start = 0.0
         self.drafting_s, self.drafted = 0.0, 0
         self.head_start = self.heading_s = 0.0

@@ -18,9 +18,16 @@ class BranchSetting:
     def __str__(self) -> str:
         return f"{self.candidates}x{self.slots}x{self.length}"
 
+
+def preset_settings(profile) -> tuple[BranchSetting, ...]:
+    """auto's branch settings on a device (`DeviceProfile.branch_presets`): none on a CPU."""
+    return tuple(BranchSetting(*preset) for preset in profile.branch_presets)
+
+
 def check_branches(session) -> None:
     if not getattr(session, "supports_tree", False):
         raise ValueError(f"branches need tree attention, which {type(session).__name__} does not offer; decode with branches=0")
+
 
 def branch_nodes(setting, window: int, layout) -> int:
     """Branch nodes of one window at most, for a `BranchSetting` (m, D, c)."""

@@ -46,6 +46,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from mmspec.core.contracts import CallTree, GuidedLogits
+from mmspec.core.device import DeviceProfile
 from mmspec.core.noise import Noise, SlotNoise
 from mmspec.decoding.branches.candidates import Windows, branch_candidates, neighbour_sources
 from mmspec.decoding.branches.setting import BranchSetting
@@ -103,10 +104,11 @@ class Branches:
     to keep. `reset` drops what they carry (the setting changed, or an AR step ran)."""
 
     def __init__(self, layout, sampling, rule, coupled: bool, step_groups, noise: Noise, attempts: torch.Tensor, keyed: bool,
-                 device, processors=()):
+                 profile: DeviceProfile, processors=()):
         self.layout, self.sampling, self.rule, self.coupled = layout, sampling, rule, coupled
         self.processors = processors  # history-dependent: a node sees its window's drafts before it, then its branch
-        self.step_groups, self.device = step_groups, device
+        self.step_groups, self.profile = step_groups, profile
+        self.device = device = profile.device
         # keyed: each node's winner under the row's noise; else SJD / MC-SJD uniforms keyed by
         # the position a node predicts and its attempt (`attempts [B, T + 1]`, the loop's)
         self.noise, self.attempts, self.keyed = noise, attempts, keyed
@@ -221,7 +223,7 @@ class Branches:
         allowed = allowed_steps(self.layout, predicts)
         if self.keyed:
             res = verify_keyed(target, branch_drafts, num_slots, noise=self.noise, rows=seq[:, 0], positions=predicts,
-                               sampling=self.sampling, allowed=allowed, ranked=self.ranked, check=False)
+                               sampling=self.sampling, allowed=allowed, ranked=self.ranked, check=False, profile=self.profile)
             res.target_probs = rank_scores(res.ranked, V)
         else:
             branch_q = torch.cat([nodes.chain_q.reshape(rows, c, K, V), torch.zeros(rows, 1, K, V, device=self.device)], 1)
@@ -232,7 +234,7 @@ class Branches:
                 None, branch_q, branch_drafts, num_slots, *slots.test_uniforms(K),
                 target_logits=target, sampling=self.sampling, allowed=allowed,
                 rule=self.rule, coupling=self.coupled,
-                step_groups=self.step_groups, residual_noise=slots, check=False,
+                step_groups=self.step_groups, residual_noise=slots, check=False, profile=self.profile,
             )
         next_ok = valid[:, :c]  # node i - 1 computed the p that draft i follows
         self.carry = BranchCarry(

@@ -37,16 +37,17 @@ import torch
 import torch.nn.functional as F
 
 from mmspec.core.contracts import GuidedLogits, TokenSession
+from mmspec.core.device import DeviceProfile, device_profile
 from mmspec.core.layout import TokenLayout
 from mmspec.core.noise import Noise, SlotNoise, as_noise
 from mmspec.core.rules import bind_cached
 from mmspec.core.sampling import SamplingConfig
 from mmspec.decoding.auto.choice_log import ChoiceLog
-from mmspec.decoding.auto.chooser import BRANCH_PRESETS, Choice, drafter_options, make_chooser
+from mmspec.decoding.auto.chooser import Choice, drafter_options, make_chooser
 from mmspec.decoding.auto.cost_curve import CostCurve
 from mmspec.decoding.auto.glue import GlueTimer
 from mmspec.decoding.branches.candidates import Windows
-from mmspec.decoding.branches.setting import branch_nodes, check_branches
+from mmspec.decoding.branches.setting import branch_nodes, check_branches, preset_settings
 from mmspec.decoding.branches.tree import Branches, CacheMoves
 from mmspec.decoding.config import DecodingConfig
 from mmspec.decoding.drafts import Hints, draws_at_random, first_drafts, uniform_winner
@@ -60,22 +61,23 @@ from mmspec.kernels.verify import verify, verify_keyed
 from mmspec.kernels.verify_keyed import rank_scores
 
 
-def branch_options(config: DecodingConfig, device: torch.device | None = None, tree: bool = True) -> tuple:
+def branch_options(config: DecodingConfig, profile: DeviceProfile | torch.device, tree: bool = True) -> tuple:
     """The branch settings a call may use: the fixed one, or under auto with `branches`
-    unset the presets on CUDA (on a CPU a branch forward costs several plain ones, and its
-    scratch positions make every forward's attention longer) where `tree` (the session
-    offers tree attention and no logits processors run), and none."""
+    unset the device profile's presets (on a CPU none: a branch forward costs several plain
+    ones, and its scratch positions make every forward's attention longer) where `tree` (the
+    session offers tree attention and no logits processors run), and none."""
     if not config.chooses:
         return (config.branch_setting,)
     if config.branches is None:
-        return (None,) + (BRANCH_PRESETS if tree and device is not None and device.type == "cuda" else ())
+        return (None,) + (preset_settings(device_profile(profile)) if tree else ())
     return (None, config.branch_setting) if config.branches else (None,)
 
 
-def extra_positions(layout: TokenLayout, config: DecodingConfig, device: torch.device | None = None) -> int:
-    """Scratch positions a batched forward may need past the end (padding inputs, branches)."""
+def extra_positions(layout: TokenLayout, config: DecodingConfig, profile: DeviceProfile | torch.device) -> int:
+    """Scratch positions a batched forward may need past the end (padding inputs, branches),
+    on the device of `profile` (a profile, or the device the model lives on)."""
     R = len(config.scheduler.plan(layout))
-    nodes = [branch_nodes(setting, config.draft_window, layout) for setting in branch_options(config, device) if setting is not None]
+    nodes = [branch_nodes(setting, config.draft_window, layout) for setting in branch_options(config, profile) if setting is not None]
     return R * (config.draft_window + 1 + max(nodes, default=0))
 
 
@@ -83,7 +85,8 @@ class JacobiLoop:
     """The state of one decoding call and its named phases; `run()` loops them."""
 
     def __init__(self, session: TokenSession, layout: TokenLayout, sampling: SamplingConfig, config: DecodingConfig,
-                 noise: Noise, stopping: Stopping, processors=(), cost: CostCurve | None = None):
+                 noise: Noise, stopping: Stopping, processors=(), cost: CostCurve | None = None,
+                 profile: DeviceProfile | None = None):
         self.session = ActiveRows(session)  # finished sequences leave the forwards
         self.layout, self.sampling, self.config = layout, sampling, config
         self.noise, self.stopping, self.processors = noise, stopping, tuple(processors)
@@ -92,15 +95,16 @@ class JacobiLoop:
         self.drafter = config.drafter
         self.step_groups = config.step_groups(layout.tokens_per_step)
         self.device = device = session.prefill_logits().cond.device
+        self.profile = device_profile(device if profile is None else profile)  # what this device does: kernels, branches, sync
         B, T, K, V = session.batch_size, layout.length, layout.tokens_per_step, layout.vocab_size
         # SJD / MC-SJD: how often each position was verified, so that a test draws fresh uniforms
         self.attempts_at = torch.zeros(B, T + 1, dtype=torch.long, device=device)
-        branch_settings = branch_options(config, device, getattr(session, "supports_tree", False))
+        branch_settings = branch_options(config, self.profile, getattr(session, "supports_tree", False))
         self.branches = None  # the call's branches, when a setting may use them
         if any(setting is not None for setting in branch_settings):
             check_branches(session)
             self.branches = Branches(layout, sampling, self.rule, config.coupled, self.step_groups, noise,
-                                     self.attempts_at, self.keyed, device, self.processors)
+                                     self.attempts_at, self.keyed, self.profile, self.processors)
         # keyed: the most runners-up a branch setting takes as candidates (besides the winner)
         self.ranked = 1 + max((s.candidates for s in branch_settings if s is not None), default=-1)
         plan = config.scheduler.plan(layout)
@@ -151,7 +155,7 @@ class JacobiLoop:
             self.chooser = make_chooser(config, layout, self.cost, branch_settings, min(L, T - 1), device, self.prompt,
                                         self.head is not None)
             self.choices = ChoiceLog()
-            self.glue = GlueTimer(self.cost, device)
+            self.glue = GlueTimer(self.cost, self.profile)
             # window 0 as a plain AR step: one segment (raster order)
             self.chooser.ar_steps = R == 1
         # auto: since the last choice, the run lengths and their part by branches, and the
@@ -394,7 +398,8 @@ class JacobiLoop:
         allowed = allowed_steps(self.layout, win_pos)
         if self.keyed:
             out = verify_keyed(target, drafts, num_slots, noise=self.noise, rows=b, positions=win_pos, sampling=self.sampling,
-                               allowed=allowed, ranked=self.ranked if self.branches is not None else 0, check=False)
+                               allowed=allowed, ranked=self.ranked if inputs.tree is not None else 0, check=False,
+                               profile=self.profile)
             if out.ranked is not None:  # the branches' stand-in for q: the runners-up by perturbed score
                 out.target_probs = rank_scores(out.ranked, V)
         else:
@@ -425,7 +430,7 @@ class JacobiLoop:
             None, q, drafts, num_slots, *slots.test_uniforms(K),
             target_logits=target, sampling=self.sampling, allowed=allowed,
             rule=self.rule, coupling=self.config.coupled,
-            step_groups=self.step_groups, residual_noise=slots, check=False,
+            step_groups=self.step_groups, residual_noise=slots, check=False, profile=self.profile,
         )
 
     def commit_run(self, pos: torch.Tensor, steps: torch.Tensor, mask: torch.Tensor) -> None:
@@ -486,7 +491,8 @@ class JacobiLoop:
             carried = torch.full_like(carried, -1)
             self.q_carried.zero_()
         self.drafts = carried
-        if verified.target_probs is None:  # keyed, without branches: the drafts are the whole state
+        if verified.target_probs is None:  # keyed, without branches this forward: the drafts are the whole state
+            self.q_carried.zero_()  # a later branch forward ranks their candidates afresh
             return
         b, r = verified.b, verified.r
         every = len(b) == B * self.R
@@ -568,6 +574,7 @@ class JacobiLoop:
             lengths=self.stopping.lengths.clone(),
             choices=None if self.choices is None else self.choices.to_dict(),
             cost_curve=None if self.chooser is None else self.cost.relative(),
+            device=self.profile.describe(),
         )
         return (tokens[..., 0] if self.K == 1 else tokens), stats
 
@@ -659,14 +666,16 @@ def decode_jacobi(
     processors=(),
     on_commit: Callable[[torch.Tensor], None] | None = None,
     cost: CostCurve | None = None,
+    profile: DeviceProfile | None = None,
 ) -> tuple[torch.Tensor, DecodeStats]:
     """Decodes `layout.length` steps per sequence with `config`; see the module docstring.
 
-    The session must have been started with `extra_positions(layout, config, device)`.
+    The session must have been started with `extra_positions(layout, config, profile)`.
     `noise`: the call's keyed noise, or the generator(s) its keys are drawn from.
     `cost`: auto's cost curve of the model's forward (flat when not given).
+    `profile`: what the device does (`mmspec.core.device`); by default, the session's device's.
     """
     device = session.prefill_logits().cond.device
     stopping = stopping or Stopping.none(session.batch_size, layout.length, device)
     noise = as_noise(noise, session.batch_size, device)
-    return JacobiLoop(session, layout, sampling, config, noise, stopping, processors, cost).run(on_step, on_commit)
+    return JacobiLoop(session, layout, sampling, config, noise, stopping, processors, cost, profile).run(on_step, on_commit)
