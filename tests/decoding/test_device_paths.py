@@ -2,6 +2,8 @@
 branch presets auto offers there, and the memory check that counts them as the decode
 allocates them. (The loop itself under the CUDA profile: tests/cuda_lane.)"""
 
+import importlib
+
 import pytest
 import torch
 
@@ -44,3 +46,18 @@ def test_the_memory_check_counts_what_the_decode_allocates(shipped, monkeypatch)
         with forced_profile(kind), pytest.raises(RuntimeError, match="allocated"):
             shipped(class_labels=[0], generator=torch.Generator().manual_seed(0))
     assert counted == allocated and counted[1] > counted[0]
+
+
+def test_a_device_without_a_profile_decodes_by_the_reference_and_says_so(monkeypatch):
+    """An MPS model (stood in for by a CPU one, which is where its tensors stay) gets the
+    PyTorch path and no branches; its stats name the device once, and nothing fails."""
+    from tests.decoding.helpers import tiny_model
+
+    engine = importlib.import_module("mmspec.decoding.generate")
+    model, labels = tiny_model(vocab_size=16, block_size=9, seed=3), torch.tensor([0, 1])
+    ar, _ = engine.generate(model, labels, "ar", generator=torch.Generator().manual_seed(0))
+    monkeypatch.setattr(engine, "model_device", lambda model: torch.device("mps"))
+    tokens, stats = engine.generate(model, labels, "auto", generator=torch.Generator().manual_seed(0))
+    assert torch.equal(tokens, ar)
+    assert stats.device == "mps: no profile for mps devices, so PyTorch verification and no branches under auto"
+    assert set(stats.choices["branches"]) == {"none"}
