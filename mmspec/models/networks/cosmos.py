@@ -49,6 +49,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mmspec.core.layout import TokenLayout
+from mmspec.models.cache.attention import attention
 from mmspec.models.cache.kv_cache import StaticKVCache
 from mmspec.models.networks.llamagen import FeedForward, LlamaGenSession, RMSNorm, attention_bias, through_layers
 from mmspec.utils.checkpoint import DeviceDtypeMixin, JSONConfig, first_line, load_into, read_state_dict
@@ -198,7 +199,7 @@ class Attention(nn.Module):
         if cache is not None:
             k, v = cache.update(layer, slots, k, v)  # (B, H_kv, S, D)
         grouped = self.n_heads != self.n_kv_heads
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None, enable_gqa=grouped)
+        out = attention(q, k, v, mask, enable_gqa=grouped)  # the same per query whatever the window (attention.py)
         return self.wo(out.transpose(1, 2).reshape(B, n, -1))
 
 

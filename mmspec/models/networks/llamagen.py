@@ -34,6 +34,7 @@ from torch import nn
 from mmspec.utils.checkpoint import DeviceDtypeMixin, JSONConfig, load_into, read_state_dict
 from mmspec.core.contracts import CallTree, GuidedLogits
 from mmspec.core.layout import TokenLayout
+from mmspec.models.cache.attention import attention
 from mmspec.models.cache.kv_cache import CachedSession, StaticKVCache
 from mmspec.models.networks.lpd import is_lpd_state_dict
 
@@ -222,9 +223,7 @@ class Attention(nn.Module):
         v = qkv[:, :, H + H_kv :].transpose(1, 2)
         if cache is not None:
             k, v = cache.update(layer, slots, k, v)  # (B, H_kv, S, D)
-        # grouped heads share their KV head without copies of the cache; asked only when grouped,
-        # since enable_gqa rules out some fused kernels on GPUs
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None, enable_gqa=H != H_kv)
+        out = attention(q, k, v, mask, enable_gqa=H != H_kv)  # the same per query whatever the window (attention.py)
         return self.wo(out.transpose(1, 2).reshape(B, n, dim))
 
 
