@@ -31,7 +31,9 @@ from mmspec.utils.json_files import write_json
 def attention_heads(config) -> int:
     """The attention heads whose scores a forward of the model of `config` holds at once
     (`check_decoding_memory` counts them): all of them under transformers' eager kernel,
-    1 under SDPA, which tiles them (mmspec's own networks call SDPA)."""
+    1 under SDPA, which tiles them (mmspec's own networks call SDPA; in half precision on a
+    CPU, they and the SDPA kernel go through `mmspec.models.cache.attention`, whose query
+    chunks hold at most `CHUNK_SCORES` scores)."""
     config = getattr(config, "text_config", None) or config
     if getattr(config, "_attn_implementation", None) != "eager":
         return 1

@@ -56,6 +56,7 @@ from mmspec.core.contracts import CallTree, GuidedLogits
 from mmspec.core.layout import TokenLayout
 from mmspec.models.adapters.delay import codebook_delays, delay_pattern, undelay
 from mmspec.models.adapters.musicgen import SlotEncoderDecoderCache
+from mmspec.models.cache.attention import invariant_attention
 from mmspec.models.cache.hf_session import SlotCache, additive_mask, allocate_cache, check_attention_kernel
 from mmspec.models.cache.kv_cache import CachedSession
 
@@ -245,8 +246,9 @@ class DiaSession(CachedSession):
         cross_mask = create_bidirectional_mask(config=d.config, inputs_embeds=h, attention_mask=self.text_mask,
                                                encoder_hidden_states=self.text)
         cache = SlotEncoderDecoderCache(SlotCache(self.cache, slots), self.cross, self.is_updated)
-        for layer in d.layers:
-            h = layer(h, rope, mask, self.text, encoder_attention_mask=cross_mask, cache=cache)
+        with invariant_attention(h.dtype, h.device):  # in half precision on a CPU: the same per query whatever the window
+            for layer in d.layers:
+                h = layer(h, rope, mask, self.text, encoder_attention_mask=cross_mask, cache=cache)
         R, n, C = tokens.shape
         return self.head(d.norm(h)).view(R, n, C, -1).float()  # transformers' generate processes float32 logits
 

@@ -31,6 +31,7 @@ from transformers.masking_utils import create_bidirectional_mask
 from mmspec.core.contracts import CallTree, GuidedLogits
 from mmspec.core.layout import TokenLayout
 from mmspec.models.adapters.delay import delay_pattern, undelay
+from mmspec.models.cache.attention import invariant_attention
 from mmspec.models.cache.hf_session import SlotCache, additive_mask, allocate_cache, check_attention_kernel
 from mmspec.models.cache.kv_cache import CachedSession
 
@@ -190,8 +191,9 @@ class MusicgenSession(CachedSession):
         cross_mask = create_bidirectional_mask(config=d.config, inputs_embeds=h, attention_mask=self.text_mask,
                                                encoder_hidden_states=self.text)
         cache = SlotEncoderDecoderCache(SlotCache(self.cache, slots), self.cross, self.is_updated)
-        for layer in d.layers:
-            h = layer(h, mask, self.text, encoder_attention_mask=cross_mask, cache=cache, use_cache=True)
+        with invariant_attention(h.dtype, h.device):  # in half precision on a CPU: the same per query whatever the window
+            for layer in d.layers:
+                h = layer(h, mask, self.text, encoder_attention_mask=cross_mask, cache=cache, use_cache=True)
         h = d.layer_norm(h)
         logits = torch.stack([head(h) for head in self.heads], 2).float()  # [R, n, K, V]
         return torch.cat([logits, logits.new_zeros(*logits.shape[:-1], 1)], -1)

@@ -23,6 +23,7 @@ from torch import nn
 
 from mmspec.core.contracts import CallTree, GuidedLogits
 from mmspec.core.layout import TokenLayout
+from mmspec.models.cache.attention import invariant_attention
 from mmspec.models.cache.hf_session import SlotCache, check_attention_kernel, additive_mask, allocate_cache, cache_kwarg
 from mmspec.models.cache.kv_cache import CachedSession
 
@@ -146,13 +147,14 @@ class TransformersSession(CachedSession):
         """float logits `[B, n, V]` of the model's forward on `inputs` written at `slots`
         (`acts_as`, `in_call`: tree attention, see `StaticKVCache.attention_mask`)."""
         visible = self.cache.attention_mask(slots, segments, key_valid, acts_as, in_call)
-        out = self.model(
-            **inputs,
-            attention_mask=additive_mask(visible, self.model.dtype),
-            position_ids=position_ids,
-            use_cache=True,
-            **{self.cache_arg: SlotCache(self.cache, slots)},
-        )
+        with invariant_attention(self.cache.k.dtype, self.cache.k.device):  # in half precision on a CPU (attention.py)
+            out = self.model(
+                **inputs,
+                attention_mask=additive_mask(visible, self.model.dtype),
+                position_ids=position_ids,
+                use_cache=True,
+                **{self.cache_arg: SlotCache(self.cache, slots)},
+            )
         return out.logits.float()
 
     @torch.no_grad()

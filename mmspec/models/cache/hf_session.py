@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from mmspec.core.contracts import CallTree, GuidedLogits
+from mmspec.models.cache.attention import invariant_attention
 from mmspec.models.cache.kv_cache import CachedSession, StaticKVCache
 
 ATTENTION_KERNELS = ("eager", "sdpa")  # the kernels that take an arbitrary additive mask
@@ -101,9 +102,10 @@ def decoder_forward(
     layers = decoder.layers[: decoder.config.num_hidden_layers]
     kv = {cache_kwarg(type(layers[0])): SlotCache(cache, slots)}
     h = embeds
-    for layer in layers:
-        h = layer(h, attention_mask=mask, position_ids=position_ids, position_embeddings=rope, **kv)
-        h = h[0] if isinstance(h, tuple) else h  # Chameleon's layers return (hidden_states,)
+    with invariant_attention(h.dtype, h.device):  # in half precision on a CPU: the same per query whatever the window
+        for layer in layers:
+            h = layer(h, attention_mask=mask, position_ids=position_ids, position_embeddings=rope, **kv)
+            h = h[0] if isinstance(h, tuple) else h  # Chameleon's layers return (hidden_states,)
     return decoder.norm(h)
 
 
