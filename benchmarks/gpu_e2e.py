@@ -1,273 +1,481 @@
-"""The engine's cost at LlamaGen sizes: forwards, the loop around them, the verify kernel.
+"""The device check: every shipped pipeline and a LlamaGen-XL-size model, each decoding
+method against AR on one GPU, and the keyed verification kernel against its reference.
 
-    PYTHONPATH=. python benchmarks/gpu_e2e.py                       # a GPU: B, L, XL
-    PYTHONPATH=. python benchmarks/gpu_e2e.py --device cpu --sizes B --batches 1 8 --windows 16
-                                                                    # the CPU loop profile (one thread)
+    PYTHONPATH=. python benchmarks/gpu_e2e.py              # one GPU, under 8 minutes
+    PYTHONPATH=. python benchmarks/gpu_e2e.py --dry-run    # the same on this CPU, tiny sizes
 
-LlamaGen-B / L / XL class-to-image configs (V = 16384, 16x16 tokens) with random weights
-(timing does not depend on them), bf16 on a GPU, float32 on CPU, CFG on (2B cache rows).
-1. forward: ms per forward of n inputs per sequence (a window of n - 1 drafts and its
-   predecessor), 128 positions committed before them, at each batch size.
-2. loop: one keyed and one MC-SJD decode (window 16, top-k 2000, CFG 4) of `--loop-tokens`
-   positions per batch, each named phase of the loop timed: the model forward, and what surrounds it
-   (first drafts, packing, the verification transform and kernel, commits), as ms per
-   iteration and as a share of the forward. Random weights accept few drafts, so
-   iterations hold about one window per sequence: the loop's cost per iteration is what a
-   trained model pays too.
-3. auto: what `decoding="auto"` measures and chooses here: its cost curve (each size
-   relative to one input, at the batch's cache rows), the windows it picked, and one
-   decode of `--loop-tokens` positions by AR, keyed and MC-SJD at `--loop-window` and
-   auto, in seconds (random weights: acceptance is low, so the choice leans to short
-   windows), and whether keyed and auto gave AR's tokens (bfloat16 near-ties may flip);
-   keyed again with a learned draft head of random weights: the head's cost per forward.
-4. verify (CUDA): the Triton kernels (probabilistic and keyed) against their PyTorch
-   references at LlamaGen sizes, via `gpu_verify_check.py`.
-Writes benchmarks/results/gpu_e2e[_cpu].{md,json} with the device and versions. Stops
-adding rows once `--budget` seconds are spent.
+Models: the six shipped pipelines (`load_pipeline("default" | "video" | "speech" | "mesh" |
+"captioner" | "lpd")`, in bfloat16 where the GPU computes in it) at their default call
+sizes, and a class-to-image LlamaGen GPT-XL (775M weights: dim 1280, 36 layers, V = 16384,
+24x24 tokens, 1000 classes) with random weights from `torch.manual_seed(0)`, in bfloat16,
+CFG 4 and top-k 2000. Random weights accept few drafts, so its rows show the engine's
+cost at full size, not a trained model's speed-up.
+
+1. decodes: per model and batch, AR, then keyed, auto, SJD and MC-SJD (LPD: its own
+   "lpd-20"; XL also keyed with an untrained draft head), each timed beside its AR twin
+   (same model, batch, seeds, run): whether the tokens are AR's, forwards
+   (`DecodeStats.forward_passes`), the decode's seconds (`DecodeStats.wall_time_s`) and
+   the whole call's (the device synchronised), peak memory, and the stats' device line,
+   which says whether Triton verified. Item i of a batch has seed `--seed` + i.
+2. keyed kernel: `verify_keyed_triton` against `verify_keyed_reference` at LlamaGen's
+   V = 16384 (`gpu_verify_check.run_keyed_case`: times, and the winners against the CPU).
+3. forward: ms per forward of the XL model by inputs per sequence (what auto's cost curve
+   measures), 128 positions committed before them.
+
+Each model is warmed up first (one short call of every method: Triton compiles, CUDA
+allocates). Rows stop once `--budget` seconds would be passed (the skipped ones are
+listed); the tables are always written, to `--out`.{md,json} with the date, device,
+versions, dtype, threads, batches and seed.
+
+`--dry-run` runs the same script on this CPU: the CUDA profile forced on CPU tensors
+(`forced_profile("cuda")`) with Triton in its interpreter, so Triton verifies inside every
+decode as on a GPU; a tiny LlamaGen (dim 64, 2 layers, V = 64, 4x4 tokens) instead of XL,
+the shipped calls cut short (8 image and video positions, 3 speech frames, 2 mesh faces,
+4 caption tokens) and without SJD (MC-SJD runs the same kernel), batch 1, no warm-up. Its
+times say nothing of a GPU.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import platform
 import os
-import statistics
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-import torch
+START = time.perf_counter()
+if "--dry-run" in sys.argv:  # Triton reads it once, when first imported (diffusers and transformers may import it)
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import datetime  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import resource  # noqa: E402
+import statistics  # noqa: E402
+import tempfile  # noqa: E402
+import traceback  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from mmspec.core.device import device_profile, forced_profile, triton_installed  # noqa: E402
 from mmspec.core.sampling import SamplingConfig  # noqa: E402
-from mmspec.core.noise import Noise  # noqa: E402
-from mmspec.decoding.config import DecodingConfig  # noqa: E402
 from mmspec.decoding.auto import describe_choices  # noqa: E402
+from mmspec.decoding.config import DecodingConfig  # noqa: E402
 from mmspec.decoding.generate import generate  # noqa: E402
-from mmspec.decoding.loop.jacobi import JacobiLoop, extra_positions  # noqa: E402
-from mmspec.decoding.loop.stopping import Stopping  # noqa: E402
 from mmspec.models.networks.draft_head import DraftHead  # noqa: E402
 from mmspec.models.networks.llamagen import LlamaGenConfig, LlamaGenGPT  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
-SIZES = {  # LlamaGen's GPT-B, L and XL; "tiny" for a smoke run
-    "tiny": dict(dim=64, n_layer=2, n_head=4),
-    "B": dict(dim=768, n_layer=12, n_head=12),
-    "L": dict(dim=1024, n_layer=24, n_head=16),
-    "XL": dict(dim=1280, n_layer=36, n_head=20),
-}
-COMMITTED = 128  # positions decoded before the timed forwards: mid-image
-SAMPLING = SamplingConfig(guidance_scale=4.0, top_k=2000)
+SHIPPED = ("default", "video", "speech", "mesh", "captioner", "lpd")
+METHODS = ("ar", "keyed", "auto", "sjd", "mc-sjd")  # AR first: every other row is timed against it
+DRY_RUN_METHODS = ("ar", "keyed", "auto", "mc-sjd")  # the shipped pipelines' in the dry run: SJD runs MC-SJD's kernel
+LPD_METHODS = ("ar", "lpd-20")  # LPD decodes group by group; it verifies nothing
+XL = dict(dim=1280, n_layer=36, n_head=20, vocab_size=16384, block_size=576, num_classes=1000)  # GPT-XL at 384 px: 775M
+TINY = dict(dim=64, n_layer=2, n_head=4, vocab_size=64, block_size=16, num_classes=10)
+SAMPLING = SamplingConfig(guidance_scale=4.0, top_k=2000)  # LlamaGen's sampling scripts
+SHORT_POSITIONS = 8  # image and video positions of a short call (warm-up; the dry run's calls)
+COMMITTED = 128  # positions decoded before a timed forward: mid-image (the dry run: half the tiny model's)
 
 
-def sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
+@dataclass
+class Report:
+    """What the run has found so far, and its time budget. `save()` writes both files; it
+    runs after every step, so a run stopped from outside still leaves its tables.
+
+    Args:
+        out (`Path`): the results stem (`.md` and `.json` are added).
+        meta (`dict`): the date, device, versions, dtype, threads, batches and seed.
+        budget_s (`float`): seconds from the script's start after which no step begins.
+    """
+
+    out: Path
+    meta: dict
+    budget_s: float
+    decodes: list[dict] = field(default_factory=list)
+    kernel: list[dict] = field(default_factory=list)
+    forward: list[dict] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def allows(self, what: str, estimate_s: float = 0.0) -> bool:
+        """Whether a step of about `estimate_s` seconds ends within the budget; lists it where not."""
+        if time.perf_counter() - START + estimate_s <= self.budget_s:
+            return True
+        self.skipped.append(what)
+        print(f"time budget: skipping {what}", flush=True)
+        return False
+
+    def failed(self, what: str, err: Exception) -> None:
+        """A step that raised: a finding, recorded (its traceback on stderr); the run goes on."""
+        traceback.print_exc()
+        self.errors.append(f"{what}: {type(err).__name__}: {(str(err).splitlines() or [''])[0]}")
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    def add(self, table: str, row: dict) -> None:
+        getattr(self, table).append(row)
+        print(json.dumps(row), flush=True)
+        self.save()
+
+    def as_dict(self) -> dict:
+        meta = dict(self.meta, seconds=time.perf_counter() - START,
+                    cpu_max_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        return dict(meta=meta, decodes=self.decodes, kernel=self.kernel, forward=self.forward, skipped=self.skipped,
+                    errors=self.errors)
+
+    def save(self) -> None:
+        result = self.as_dict()
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.out.with_suffix(".json").write_text(json.dumps(result, indent=2))
+        self.out.with_suffix(".md").write_text(markdown(result))
+
+
+@dataclass
+class Subject:
+    """A model under test: `call(decoding, batch, seed, short)` returns its tokens and
+    per-item stats; `methods` are (row name, decoding) pairs, AR first."""
+
+    name: str
+    dtype: torch.dtype
+    methods: list[tuple[str, object]]
+    call: Callable
+    ar_s: float = 0.0  # the last AR call's seconds: what the next batch's AR is expected to take at least
+
+
+# --- the models ------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def first_positions(pipe, positions: int | None):
+    """An image or video pipeline whose calls decode the first `positions` of their sequence."""
+    if positions is None:
+        yield
+        return
+    layout = pipe.transformer.layout
+    pipe.transformer.layout = lambda *args, **kwargs: layout(*args, **kwargs).truncate(positions)
+    try:
+        yield
+    finally:
+        del pipe.transformer.layout  # the class's method again
+
+
+def pipeline_call(name: str, pipe, decoding, batch: int, seed: int, short: bool):
+    """The shipped pipeline's call for `batch` items (item i: seed + i), at its default
+    sizes or `short`; its tokens and per-item stats."""
+    generator = [torch.Generator().manual_seed(seed + i) for i in range(batch)]
+    common = dict(decoding=decoding, generator=generator)
+    with first_positions(pipe, SHORT_POSITIONS if short and name in ("default", "video") else None):
+        if name in ("default", "video", "lpd"):
+            labels = [i % len(pipe.class_names) for i in range(batch)]
+            frames = dict(num_frames=1) if name == "video" and short else {}
+            out = pipe(class_labels=labels, output_type="tokens", **frames, **common)
+        elif name == "speech":
+            duration = dict(duration_s=pipe.max_duration_s / pipe.frames * 3) if short else {}
+            out = pipe([pipe.words[i % len(pipe.words)] for i in range(batch)], output_type="tokens", **duration, **common)
+        elif name == "mesh":
+            out = pipe(class_labels=[i % len(pipe.class_names) for i in range(batch)], **common,
+                       **(dict(max_faces=2) if short else {}))
+        else:
+            from PIL import Image
+
+            images = [Image.new("RGB", (64, 64), (200, 30 * i % 256, 30)) for i in range(batch)]
+            out = pipe(images, do_sample=True, **common, **(dict(max_new_tokens=4) if short else {}))
+    return out.tokens, out.stats
+
+
+def load_shipped(name: str, device: str, dtype: torch.dtype, methods: tuple[str, ...]) -> Subject:
+    from mmspec.pipelines import load_pipeline
+
+    pipe = load_pipeline(name, torch_dtype=dtype).to(device)
+    pipe.set_progress_bar_config(disable=True)
+    methods = LPD_METHODS if name == "lpd" else methods
+    return Subject(name, dtype, [(m, m) for m in methods], lambda *args: pipeline_call(name, pipe, *args))
+
+
+def build_llamagen(sizes: dict, device: str, dtype: torch.dtype) -> LlamaGenGPT:
+    torch.manual_seed(0)
+    with torch.device(device):  # initialised where it runs: 775M weights in seconds on a GPU
+        model = LlamaGenGPT(LlamaGenConfig(**sizes, class_dropout_prob=0.1))  # dropout > 0: the CFG null class
+    return model.to(dtype).eval()
+
+
+def llamagen_subject(model: LlamaGenGPT, name: str) -> Subject:
+    device = model.output.weight.device
+
+    def call(decoding, batch: int, seed: int, short: bool):
+        labels = torch.arange(batch, device=device) % model.config.num_classes
+        layout = model.layout()
+        layout = layout.truncate(SHORT_POSITIONS) if short else layout
+        generator = [torch.Generator().manual_seed(seed + i) for i in range(batch)]
+        tokens, stats = generate(model, labels, decoding, SAMPLING, generator, layout=layout)
+        return tokens, stats.per_sample()
+
+    head = DraftHead.for_target(model).to(device, model.output.weight.dtype)  # untrained: its cost, not its hits
+    methods = [(m, m) for m in METHODS] + [("keyed + head", DecodingConfig(method="keyed", head=head))]
+    return Subject(name, model.output.weight.dtype, methods, call)
+
+
+# --- 1. decodes ------------------------------------------------------------------------------
+
+
+def first_difference(tokens: torch.Tensor, ar: torch.Tensor) -> int | None:
+    """The first step at which some item's tokens leave AR's; None where they are AR's."""
+    if torch.equal(tokens, ar):
+        return None
+    T = min(tokens.shape[1], ar.shape[1])
+    differs = (tokens[:, :T] != ar[:, :T]).reshape(tokens.shape[0], T, -1).any(-1).any(0)
+    return int(differs.nonzero()[0]) if differs.any() else T
 
 
 def timed(fn, device: str):
-    """(result, seconds) of `fn()`, the device synchronised around it."""
-    sync(device)
+    """(result, seconds, peak MiB) of `fn()`, the device synchronised around it; the peak
+    is the GPU's allocated memory during the call (None on a CPU)."""
+    cuda = torch.device(device).type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+    profile = device_profile(device)
+    profile.synchronize()
     start = time.perf_counter()
     out = fn()
-    sync(device)
-    return out, time.perf_counter() - start
+    profile.synchronize()
+    seconds = time.perf_counter() - start
+    return out, seconds, torch.cuda.max_memory_allocated(device) / 2**20 if cuda else None
 
 
-def build(size: str, device: str) -> LlamaGenGPT:
-    torch.manual_seed(0)
-    config = LlamaGenConfig(**SIZES[size], vocab_size=16384, block_size=256, num_classes=1000, class_dropout_prob=0.1)
-    dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    return LlamaGenGPT(config).to(device=device, dtype=dtype).eval()
+def decode_rows(subject: Subject, batch: int, seed: int, short: bool, device: str, report: Report) -> None:
+    """AR's row, then one per method beside it."""
+    ar_tokens, ar = None, None
+    for method, decoding in subject.methods:
+        what = f"{subject.name} batch {batch} {method}"
+        if (ar is None and method != "ar") or not report.allows(what, subject.ar_s if ar is None else 2 * ar["call_s"]):
+            continue
+        try:
+            (tokens, stats), seconds, peak = timed(lambda: subject.call(decoding, batch, seed, short), device)
+        except Exception as err:
+            report.failed(what, err)
+            continue
+        tokens = tokens.cpu()
+        row = dict(model=subject.name, dtype=str(subject.dtype).removeprefix("torch."), batch=batch, method=method,
+                   forwards=max(s.forward_passes for s in stats), stats_s=stats[0].wall_time_s, call_s=seconds,
+                   peak_mib=peak, device=stats[0].device)
+        if ar is None:
+            ar_tokens, ar, subject.ar_s = tokens, row, seconds
+        else:
+            difference = first_difference(tokens, ar_tokens)
+            row.update(tokens_as_ar=difference is None, first_difference=difference)
+        row.update(ar_forwards=ar["forwards"], ar_stats_s=ar["stats_s"], ar_call_s=ar["call_s"])
+        if stats[0].choices is not None:
+            row["auto_chose"] = describe_choices(stats[0].choices)
+        report.add("decodes", row)
 
 
-@torch.no_grad()
-def forward_ms(model: LlamaGenGPT, batch: int, n: int, device: str, repeats: int) -> float:
-    """Median ms of a forward of `n` inputs per sequence after `COMMITTED` committed positions."""
-    labels = torch.arange(batch, device=device) % 1000
+def warm_up(subject: Subject, batch: int, seed: int, report: Report) -> None:
+    """One short call of every method: Triton compiles its kernels, CUDA sets up its
+    allocator and libraries. A method that fails here fails again in its row, recorded there."""
+    for method, decoding in subject.methods:
+        if report.allows(f"{subject.name} warm-up {method}"):
+            with contextlib.suppress(Exception):
+                subject.call(decoding, batch, seed, True)
+
+
+# --- 2. the keyed kernel, 3. forwards --------------------------------------------------------
+
+
+def kernel_rows(cases, device: str, seed: int, repeats: int, report: Report) -> None:
+    """`gpu_verify_check.run_keyed_case` for each case: Triton against the reference."""
+    from gpu_verify_check import run_keyed_case
+
+    generator = torch.Generator(device=device).manual_seed(seed)
+    for case in cases:
+        what = f"keyed kernel batch {case.batch} L {case.L} V {case.V}"
+        if report.allows(what):
+            try:
+                report.add("kernel", run_keyed_case(case, generator, device=device, repeats=repeats))
+            except Exception as err:
+                report.failed(what, err)
+
+
+@torch.inference_mode()
+def forward_ms(model: LlamaGenGPT, batch: int, n: int, committed: int, repeats: int) -> float:
+    """Median ms of a forward of `n` inputs per sequence after `committed` committed positions (CFG: 2B rows)."""
+    device = model.output.weight.device
+    labels = torch.arange(batch, device=device) % model.config.num_classes
     session = model.start(labels, guided=True, extra_positions=n)
     V = model.config.vocab_size
-    history = torch.randint(V, (batch, COMMITTED), device=device)
-    positions = torch.arange(COMMITTED, device=device).expand(batch, -1)
-    session.forward(history, positions)
+    positions = torch.arange(committed, device=device).expand(batch, -1)
+    session.forward(torch.randint(V, (batch, committed), device=device), positions)
     session.commit(positions, torch.ones_like(positions, dtype=torch.bool))
     tokens = torch.randint(V, (batch, n), device=device)
-    window = COMMITTED + torch.arange(n, device=device).expand(batch, -1)
+    window = committed + torch.arange(n, device=device).expand(batch, -1)
     session.forward(tokens, window)  # warm-up
-    return 1000 * statistics.median(timed(lambda: session.forward(tokens, window), device)[1] for _ in range(repeats))
+    return 1000 * statistics.median(timed(lambda: session.forward(tokens, window), str(device))[1] for _ in range(repeats))
 
 
-@torch.no_grad()
-def loop_profile(model: LlamaGenGPT, batch: int, window: int, positions: int, device: str, method: str = "mc-sjd") -> dict:
-    """ms per iteration of each phase of one decode (`method`: keyed or MC-SJD) of `positions` positions."""
-    config = DecodingConfig(method=method, window=window)
-    layout = model.layout().truncate(positions)
-    labels = torch.arange(batch, device=device) % 1000
-    session = model.start(labels, guided=True, extra_positions=extra_positions(layout, config))
-    inner, spent = session.forward, {"forward": 0.0}
-
-    def forward(*args, **kwargs):
-        out, seconds = timed(lambda: inner(*args, **kwargs), device)
-        spent["forward"] += seconds
-        return out
-
-    session.forward = forward
-    noise = Noise.from_generator(torch.Generator(device=device).manual_seed(0), batch, device)
-    loop = JacobiLoop(session, layout, SAMPLING, config, noise, Stopping.none(batch, layout.length, device))
-    loop.prefill()
-    phases = {"open_windows (first drafts)": 0.0, "pack_inputs": 0.0, "forward_and_verify": 0.0, "commit_and_slide": 0.0}
-    iterations = 0
-    while not bool(loop.stopping.done(loop.committed).all()):
-        live, seconds = timed(loop.open_windows, device)
-        phases["open_windows (first drafts)"] += seconds
-        inputs, seconds = timed(lambda: loop.pack_inputs(live), device)
-        phases["pack_inputs"] += seconds
-        verified, seconds = timed(lambda: loop.forward_and_verify(inputs, live), device)
-        phases["forward_and_verify"] += seconds
-        _, seconds = timed(lambda: loop.commit_and_slide(inputs, *verified), device)
-        phases["commit_and_slide"] += seconds
-        iterations += 1
-    phases["verify (transform + kernel + slot gathers)"] = phases.pop("forward_and_verify") - spent["forward"]
-    outside = sum(phases.values())
-    row = dict(method=method, batch=batch, window=window, positions=positions, iterations=iterations,
-               forward_ms=1000 * spent["forward"] / iterations, outside_ms=1000 * outside / iterations,
-               outside_share=outside / spent["forward"])
-    row.update({f"{name} ms": 1000 * s / iterations for name, s in phases.items()})
-    return row
+# --- the tables ------------------------------------------------------------------------------
 
 
-@torch.no_grad()
-def auto_row(model: LlamaGenGPT, batch: int, window: int, positions: int, device: str) -> dict:
-    """auto's measured curve and choices, and the wall time of AR, MC-SJD and auto on one decode."""
-    layout = model.layout().truncate(positions)
-    labels = torch.arange(batch, device=device) % 1000
-    row, tokens = dict(batch=batch, positions=positions), {}
-    head = DraftHead.for_target(model).to(device, model.output.weight.dtype)  # random weights: its cost, not its hits
-    for name, config in (("ar", "ar"), ("keyed", DecodingConfig(method="keyed", window=window)),
-                         ("keyed_head", DecodingConfig(method="keyed", window=window, head=head)),
-                         ("mc-sjd", DecodingConfig(method="mc-sjd", window=window)), ("auto", "auto")):
-        tokens[name], stats = generate(model, labels, config, SAMPLING, torch.Generator(device=device).manual_seed(0), layout=layout)
-        row[f"{name}_s"], row[f"{name}_forwards"] = stats.wall_time_s, stats.forward_passes
-        if name == "auto":
-            row["cost_curve"] = {str(k): v for k, v in stats.cost_curve.items()}
-            row["choices"] = describe_choices(stats.choices)
-    row["keyed_as_ar"], row["auto_as_ar"] = (bool(torch.equal(tokens[name], tokens["ar"])) for name in ("keyed", "auto"))
-    # the head's own cost per forward: the two keyed decodes differ by it (and by its drafts' hits)
-    row["head_ms_per_forward"] = 1e3 * (row["keyed_head_s"] / row["keyed_head_forwards"] - row["keyed_s"] / row["keyed_forwards"])
-    return row
-
-
-def verify_rows(budget_s: float) -> tuple[list[dict], list[dict]]:
-    """The probabilistic and the keyed kernels' rows of `gpu_verify_check.py`, LlamaGen sizes."""
-    from gpu_verify_check import CASES, KEYED_CASES, run_case, run_keyed_case
-
-    generator = torch.Generator(device="cuda").manual_seed(0)
-    start, rows, keyed = time.perf_counter(), [], []
-    plan = [(c, run_case, rows) for c in CASES if c.model == "LlamaGen"]
-    plan += [(c, run_keyed_case, keyed) for c in KEYED_CASES if c.model == "LlamaGen"]
-    for case, run, into in plan:
-        if time.perf_counter() - start > budget_s:
-            break
-        into.append(run(case, generator))
-    return rows, keyed
+def as_ar(row: dict) -> str:
+    if "tokens_as_ar" not in row:
+        return "(AR)"
+    return "yes" if row["tokens_as_ar"] else f"no (from step {row['first_difference']})"
 
 
 def markdown(result: dict) -> str:
     meta = result["meta"]
-    lines = [f"# Engine cost at LlamaGen sizes on {meta['device']}", "",
-             f"torch {meta['torch']}, {meta['dtype']}, threads {meta['threads']}, CFG 4, top-k 2000, "
-             f"{COMMITTED} positions committed before each timed forward", "",
-             "## ms per forward (n inputs per sequence)", "",
-             "| size | batch | " + " | ".join(f"n={n}" for n in result["windows"]) + " |",
-             "|---|---|" + "---|" * len(result["windows"])]
-    for r in result["forward"]:
-        lines.append(f"| {r['size']} | {r['batch']} | " + " | ".join(f"{r[str(n)]:.1f}" for n in result["windows"]) + " |")
-    if result["loop"]:
-        names = [k for k in result["loop"][0] if k.endswith(" ms") and k not in ("forward_ms", "outside_ms")]
-        lines += ["", "## The loop around the forward (ms per iteration)", "",
-                  "| size | method | batch | window | iterations | forward | outside | outside / forward | " + " | ".join(n[:-3] for n in names) + " |",
-                  "|---|---|---|---|---|---|---|---|" + "---|" * len(names)]
-        for r in result["loop"]:
-            lines.append(f"| {r['size']} | {r['method']} | {r['batch']} | {r['window']} | {r['iterations']} | {r['forward_ms']:.1f} | "
-                         f"{r['outside_ms']:.1f} | {100 * r['outside_share']:.1f}% | " + " | ".join(f"{r[n]:.2f}" for n in names) + " |")
-    if result["auto"]:
-        sizes = list(result["auto"][0]["cost_curve"])
-        lines += ["", "## auto: the measured cost curve (relative to one input per row) and one decode", "",
-                  "| size | batch | " + " | ".join(f"n={n}" for n in sizes) + " | AR s | keyed s | keyed + head s | head ms / forward "
-                  "| MC-SJD s | auto s | auto chose | keyed, auto = AR's tokens |",
-                  "|---|---|" + "---|" * (len(sizes) + 8)]
-        for r in result["auto"]:
-            curve = " | ".join(f"{r['cost_curve'].get(n, float('nan')):.2f}" for n in sizes)
-            lines.append(f"| {r['size']} | {r['batch']} | {curve} | {r['ar_s']:.2f} | {r['keyed_s']:.2f} | {r['keyed_head_s']:.2f} | "
-                         f"{r['head_ms_per_forward']:.2f} | {r['mc-sjd_s']:.2f} | "
-                         f"{r['auto_s']:.2f} | {r['choices']} | {r['keyed_as_ar']}, {r['auto_as_ar']} |")
-    if result["verify"]:
-        lines += ["", "## Verification: Triton vs PyTorch reference (LlamaGen V = 16384)", "",
-                  "| batch | L | rule | transform | reference ms | triton ms | same-p decisions |", "|---|---|---|---|---|---|---|"]
-        for r in result["verify"]:
-            lines.append(f"| {r['batch']} | {r['L']} | {r['rule']} | {r['transform']} | {r['reference_ms']:.2f} | "
-                         f"{r['triton_ms']:.2f} | {'identical' if r['same_p_decisions_identical'] else 'DIFFERENT'} |")
-    if result.get("keyed_verify"):
-        lines += ["", "## Keyed verification: Triton vs PyTorch reference (LlamaGen V = 16384)", "",
-                  "| batch | L | transform | reference ms | triton ms | winners agreeing | windows agreeing |", "|---|---|---|---|---|---|---|"]
-        for r in result["keyed_verify"]:
+    title = "Decoding on " + meta["device"] + (" (dry run: CPU tensors, Triton interpreted)" if meta["dry_run"] else "")
+    lines = [f"# {title}", "",
+             f"- {meta['date']}: {meta['seconds']:.0f} s of a {meta['budget_s']:.0f} s budget; warm-up: {meta['warm_up']}",
+             f"- torch {meta['torch']}, triton {meta['triton']}, CUDA {meta['cuda']}, threads {meta['threads']}",
+             f"- {meta['dtype']}; LlamaGen sampling {meta['llamagen_sampling']}",
+             f"- batches {', '.join(map(str, meta['batches']))}; seed {meta['seed']} (item i of a batch: seed + i)", ""]
+    if meta["dry_run"]:
+        lines += ["A dry run: the CUDA profile on CPU tensors with Triton's interpreter, tiny sizes (the shipped calls "
+                  "cut short and without SJD, a tiny LlamaGen for XL). It shows what a GPU run prints; its times say "
+                  f"nothing of a GPU. Memory: the process's peak resident set, {meta['cpu_max_rss_mib']:.0f} MiB (a CPU "
+                  "has no per-call peak).", ""]
+    decodes = result["decodes"]
+    checked = [r for r in decodes if r["method"] in ("keyed", "auto")]
+    verifying = [r for r in decodes if r["model"] != "lpd"]  # LPD verifies nothing
+    lines += ["## Each method against AR (same model, batch and seeds, same run)", "",
+              f"- keyed and auto gave AR's tokens in {sum(r['tokens_as_ar'] for r in checked)} of {len(checked)} decodes "
+              "(SJD and MC-SJD sample the model's distribution, not AR's tokens; LPD samples groups of cells at once)",
+              f"- the stats' device line says Triton verification in "
+              f"{sum('Triton verification' in r['device'] for r in verifying)} of {len(verifying)} (LPD verifies nothing)",
+              "- stats s: the decode (`DecodeStats.wall_time_s`); call s: the whole call, the device synchronised "
+              "(auto's first call per model, batch and length includes measuring its cost curve)",
+              "- peak: memory allocated on the GPU during the call, weights included", "",
+              "| model | dtype | batch | method | tokens = AR | forwards | AR / forwards | stats s | AR s / stats s "
+              "| call s | peak MiB | stats' device | auto chose |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in decodes:
+        peak = "n/a" if r["peak_mib"] is None else f"{r['peak_mib']:.0f}"
+        lines.append(f"| {r['model']} | {r['dtype']} | {r['batch']} | {r['method']} | {as_ar(r)} | {r['forwards']} | "
+                     f"{r['ar_forwards'] / r['forwards']:.2f}x | {r['stats_s']:.3f} | {r['ar_stats_s'] / r['stats_s']:.2f}x | "
+                     f"{r['call_s']:.3f} | {peak} | {r['device']} | {r.get('auto_chose', '')} |")
+    if result["kernel"]:
+        lines += ["", f"## Keyed verification: Triton vs PyTorch reference (V = {result['kernel'][0]['V']})", "",
+                  "| batch | L | transform | reference ms | triton ms | speed-up | winners agreeing with CPU | windows agreeing |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in result["kernel"]:
             lines.append(f"| {r['batch']} | {r['L']} | {r['transform']} | {r['reference_ms']:.2f} | {r['triton_ms']:.2f} | "
-                         f"{r['winners_agreeing']:.4f} | {r['windows_agreeing']} |")
+                         f"{r['reference_ms'] / r['triton_ms']:.2f}x | {r['winners_agreeing']:.4f} of {r['winners_compared']} | "
+                         f"{r['windows_agreeing']} |")
+    if result["forward"]:
+        sizes = [k for k in result["forward"][0] if k.isdigit()]
+        lines += ["", f"## ms per forward of {result['forward'][0]['model']} (n inputs per sequence, "
+                  f"{result['forward'][0]['committed']} positions committed, CFG)", "",
+                  "| batch | " + " | ".join(f"n={n}" for n in sizes) + " |", "|---|" + "---|" * len(sizes)]
+        for r in result["forward"]:
+            lines.append(f"| {r['batch']} | " + " | ".join(f"{r[n]:.2f}" for n in sizes) + " |")
+    if result["errors"]:
+        lines += ["", "## Errors", "", *(f"- {what}" for what in result["errors"])]
+    if result["skipped"]:
+        lines += ["", "## Skipped (time budget)", "", *(f"- {what}" for what in result["skipped"])]
     return "\n".join(lines) + "\n"
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+def forward_rows(model: LlamaGenGPT, name: str, batches: list[int], dry_run: bool, report: Report) -> None:
+    committed = min(COMMITTED, model.config.block_size // 2)
+    for batch in batches:
+        what = f"{name} forwards batch {batch}"
+        if report.allows(what):
+            try:
+                row = dict(model=name, batch=batch, committed=committed)
+                row.update({str(n): forward_ms(model, batch, n, committed, 2 if dry_run else 5)
+                            for n in ((1, 4) if dry_run else (1, 2, 4, 8, 16, 32, 64))})
+                report.add("forward", row)
+            except Exception as err:
+                report.failed(what, err)
+
+
+def load(key: str, args, device: str, report: Report) -> Subject | None:
+    """A shipped pipeline by its name, or ("llamagen") the XL model (the dry run: tiny), its
+    forward rows measured on the way."""
+    try:
+        if key != "llamagen":
+            return load_shipped(key, device, args.shipped_dtype, DRY_RUN_METHODS if args.dry_run else METHODS)
+        sizes, name = (TINY, "LlamaGen tiny") if args.dry_run else (XL, "LlamaGen-XL (random)")
+        model = build_llamagen(sizes, device, args.llamagen_dtype)
+        forward_rows(model, name, args.batches, args.dry_run, report)
+        return llamagen_subject(model, name)
+    except Exception as err:
+        report.failed(f"loading {key}", err)
+        return None
+
+
+def run(args, device: str, report: Report) -> None:
+    """The keyed kernel's rows, then every model's decodes, batch by batch (all models at
+    the first batch before any at the next)."""
+    from gpu_verify_check import KEYED_CASES, Case
+
+    cases = [Case("LlamaGen", 1, 4, 64, top_k=16)] if args.dry_run else [c for c in KEYED_CASES if c.model == "LlamaGen"]
+    kernel_rows(cases, device, args.seed, 1 if args.dry_run else 10, report)  # interpreted: ~0.5 s a call
+    subjects: dict[str, Subject | None] = {}
+    for batch in args.batches:
+        for key in (*SHIPPED, "llamagen"):
+            if key not in subjects:
+                if not report.allows(f"loading {key}", 30.0 if key == "llamagen" else 0.0):  # XL: weights and forward rows
+                    continue
+                subjects[key] = load(key, args, device, report)
+                if subjects[key] is not None and not args.dry_run:
+                    warm_up(subjects[key], batch, args.seed, report)
+            if subjects[key] is not None:
+                decode_rows(subjects[key], batch, args.seed, args.dry_run, device, report)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cuda", "cpu"])
-    parser.add_argument("--sizes", nargs="+", default=["B", "L", "XL"], choices=list(SIZES))
-    parser.add_argument("--batches", nargs="+", type=int, default=[1, 2, 4, 8, 16])
-    parser.add_argument("--windows", nargs="+", type=int, default=[1, 2, 4, 8, 16, 32, 64], help="inputs per sequence")
-    parser.add_argument("--loop-window", type=int, default=16)
-    parser.add_argument("--loop-tokens", type=int, default=64, help="positions decoded per loop profile")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--budget", type=float, default=420.0, help="seconds; later rows are skipped")
-    parser.add_argument("--out", type=Path, default=None, help="results stem (default benchmarks/results/gpu_e2e[_cpu])")
+    parser.add_argument("--dry-run", action="store_true", help="this CPU, tiny sizes, the CUDA profile with Triton interpreted")
+    parser.add_argument("--batches", nargs="+", type=int, default=None, help="default: 1 8 (the dry run: 1)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--budget", type=float, default=420.0, help="seconds; later rows are skipped, the tables written")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="results stem (default benchmarks/results/gpu_e2e, the dry run's gpu_e2e_dry_run)")
     args = parser.parse_args(argv)
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print("gpu_e2e: no CUDA device; run with --device cpu for the CPU profile")
+    args.batches = args.batches or ([1] if args.dry_run else [1, 8])
+    if not args.dry_run and not torch.cuda.is_available():
+        print("gpu_e2e: no CUDA device; this check needs one GPU (--dry-run runs it on this CPU)")
         return 2
-    if args.device == "cpu":
-        torch.set_num_threads(1)
-    os.environ["MMSPEC_CACHE_DIR"] = tempfile.mkdtemp(prefix="mmspec-gpu-e2e-")  # auto measures this device's curve afresh
-    out = args.out or RESULTS / ("gpu_e2e" if args.device == "cuda" else "gpu_e2e_cpu")
-    meta = dict(device=torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or "cpu",
-                torch=torch.__version__, dtype="bf16" if args.device == "cuda" else "float32",
-                threads=torch.get_num_threads(), python=platform.python_version())
-    result = dict(meta=meta, windows=args.windows, forward=[], loop=[], auto=[], verify=[], keyed_verify=[])
-    start = time.perf_counter()
-    over = lambda: time.perf_counter() - start > args.budget
-    for size in args.sizes:
-        model = build(size, args.device)
-        for batch in args.batches:
-            if over():
-                break
-            row = dict(size=size, batch=batch)
-            row.update({str(n): forward_ms(model, batch, n, args.device, args.repeats) for n in args.windows})
-            result["forward"].append(row)
-            print(json.dumps(row), flush=True)
-        for part, measure in (("loop", lambda *a: loop_profile(*a, method="keyed")), ("loop", loop_profile), ("auto", auto_row)):
-            for batch in args.batches:
-                if over():
-                    break
-                row = dict(size=size, **measure(model, batch, args.loop_window, args.loop_tokens, args.device))
-                result[part].append(row)
-                print(json.dumps(row), flush=True)
-        del model
-    if args.device == "cuda" and not over():
-        result["verify"], result["keyed_verify"] = verify_rows(max(args.budget - (time.perf_counter() - start), 30.0))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2))
-    out.with_suffix(".md").write_text(markdown(result))
-    print(f"{time.perf_counter() - start:.0f} s; wrote {out.with_suffix('.md')}")
-    return 0
+    if not triton_installed():
+        print("gpu_e2e: triton is not installed; pip install triton")
+        return 2
+    import triton
+
+    os.environ["MMSPEC_CACHE_DIR"] = tempfile.mkdtemp(prefix="mmspec-gpu-e2e-")  # auto measures this device's curves afresh
+    device = "cpu" if args.dry_run else "cuda"
+    from mmspec.commands.common import resolve_dtype
+
+    args.shipped_dtype = resolve_dtype("auto", torch.device(device))  # bfloat16 on a GPU that computes in it
+    args.llamagen_dtype = torch.float32 if args.dry_run else torch.bfloat16
+    if args.dry_run:
+        from mmspec.kernels.interpreter import quicken_interpreter
+
+        quicken_interpreter()
+        torch.set_num_threads(1)  # tiny models: one thread beats two on a busy CPU
+    meta = dict(
+        date=datetime.datetime.now().astimezone().isoformat(timespec="seconds"), dry_run=args.dry_run,
+        device=device_profile(device).hardware, torch=torch.__version__, triton=triton.__version__,
+        cuda=torch.version.cuda if torch.cuda.is_available() else "none (no GPU)", python=platform.python_version(),
+        dtype=f"shipped pipelines {str(args.shipped_dtype)[6:]}, LlamaGen {str(args.llamagen_dtype)[6:]}",
+        threads=torch.get_num_threads(),
+        batches=args.batches, seed=args.seed, budget_s=args.budget,
+        warm_up="none (dry run)" if args.dry_run else "one short call of each method per model",
+        llamagen_sampling=f"CFG {SAMPLING.guidance_scale}, top-k {SAMPLING.top_k}")
+    report = Report(args.out or RESULTS / ("gpu_e2e_dry_run" if args.dry_run else "gpu_e2e"), meta, args.budget)
+    with forced_profile("cuda") if args.dry_run else contextlib.nullcontext():
+        run(args, device, report)
+    report.save()
+    print(markdown(report.as_dict()))
+    print(f"{time.perf_counter() - START:.0f} s; wrote {report.out.with_suffix('.md')} and .json")
+    return 1 if report.errors else 0
 
 
 if __name__ == "__main__":

@@ -99,8 +99,17 @@ def make_rule(case: Case, generator: torch.Generator, device: str):
     return (LanternRule(k=1000, delta=0.1) if case.rule == "lantern" else GSDRule()).bind(embeddings)
 
 
-def median_ms(fn, repeats: int = 10) -> float:
+def median_ms(fn, repeats: int = 10, device: str = "cuda") -> float:
+    """Median ms of `fn()` over `repeats` calls after a warm-up: CUDA events on a GPU, the
+    clock elsewhere (`gpu_e2e.py --dry-run` runs the kernel interpreted on CPU tensors)."""
     fn()  # compile / warm up
+    if torch.device(device).type != "cuda":
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            fn()
+            times.append(1000 * (time.perf_counter() - start))
+        return statistics.median(times)
     torch.cuda.synchronize()
     times = []
     for _ in range(repeats):
@@ -148,7 +157,7 @@ def run_case(case: Case, generator: torch.Generator, device: str = "cuda") -> di
     )
 
 
-def run_keyed_case(case: Case, generator: torch.Generator, device: str = "cuda") -> dict:
+def run_keyed_case(case: Case, generator: torch.Generator, device: str = "cuda", repeats: int = 10) -> dict:
     from mmspec.core.noise import Noise
     from mmspec.kernels.verify_keyed import verify_keyed_reference
     from mmspec.kernels.verify_keyed_triton import verify_keyed_triton
@@ -181,8 +190,8 @@ def run_keyed_case(case: Case, generator: torch.Generator, device: str = "cuda")
     return dict(
         model=case.model, batch=case.batch, L=case.L, V=case.V,
         transform=f"top_k={case.top_k} top_p={case.top_p}" + (f" allowed={case.allowed_tokens}" if case.allowed_tokens else ""),
-        reference_ms=median_ms(lambda: verify_keyed_reference(logits, drafts, num_slots, **keyed)),
-        triton_ms=median_ms(lambda: verify_keyed_triton(logits, drafts, num_slots, **keyed)),
+        reference_ms=median_ms(lambda: verify_keyed_reference(logits, drafts, num_slots, **keyed), repeats, device),
+        triton_ms=median_ms(lambda: verify_keyed_triton(logits, drafts, num_slots, **keyed), repeats, device),
         winners_agreeing=agreeing / (N * S), winners_compared=N * S,
         mean_accepted=float(reference.accepted.double().mean()),
         windows_agreeing=f"{int(windows.sum())}/{N}",
