@@ -110,15 +110,16 @@ def verify(
     if check:
         name, target = check_sampling_inputs(target_probs, target_logits, sampling, allowed)
         check_verify_inputs(name, target, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms, rule, allowed)
-    impl = verify_reference
-    if kernel_applies(profile, rule):
-        from mmspec.kernels.verify_triton import verify_triton  # imports Triton on the first call that runs it
+    if not kernel_applies(profile, rule):
+        return verify_reference(target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms,
+                                target_logits=target_logits, sampling=sampling, allowed=allowed, rule=rule, coupling=coupling)
+    from mmspec.kernels.verify_triton import verify_triton  # imports Triton on the first call that runs it
 
-        impl = verify_triton
-    return impl(
-        target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms,
-        target_logits=target_logits, sampling=sampling, allowed=allowed, rule=rule, coupling=coupling,
-    )
+    # the kernel reads rows by stride: a caller's slices (the loop's windows cut short) are copied
+    dense = lambda t: None if t is None else t.contiguous()
+    return verify_triton(dense(target_probs), dense(draft_probs), dense(draft_tokens), dense(num_slots), dense(accept_uniforms),
+                         dense(sample_uniforms), target_logits=dense(target_logits), sampling=sampling, allowed=dense(allowed),
+                         rule=rule, coupling=coupling)
 
 
 def verify_steps(target_probs, draft_probs, draft_tokens, num_slots, accept_uniforms, sample_uniforms, *,
@@ -181,7 +182,7 @@ def verify_keyed(
     if device_profile(target_logits.device if profile is None else profile).triton and not ranked:
         from mmspec.kernels.verify_keyed_triton import verify_keyed_triton  # imports Triton on the first call that runs it
 
-        return verify_keyed_triton(target_logits, draft_tokens, num_slots, noise=noise, rows=rows, positions=positions,
-                                   sampling=sampling, allowed=allowed)
+        return verify_keyed_triton(target_logits.contiguous(), draft_tokens, num_slots, noise=noise, rows=rows,
+                                   positions=positions, sampling=sampling, allowed=None if allowed is None else allowed.contiguous())
     return verify_keyed_reference(target_logits, draft_tokens, num_slots, noise=noise, rows=rows, positions=positions,
                                   sampling=sampling, allowed=allowed, ranked=ranked)
