@@ -9,6 +9,16 @@ from mmspec.core.device import forced_profile, triton_installed, triton_interpre
 
 
 @pytest.fixture(autouse=True)
+def cpu_sized_cost_curve(monkeypatch):
+    """auto measures its cost curve up to 65 inputs per row, not the branch sizes (129 to
+    1,025) it measures under the CUDA profile: on this CPU those forwards take seconds, and
+    the curve they would price changes no token of a keyed decode."""
+    from mmspec.decoding.auto import cost_curve
+
+    monkeypatch.setattr(cost_curve, "TREE_SIZES", ())
+
+
+@pytest.fixture(autouse=True)
 def cuda_profile():
     """The lane's tests run under the CUDA profile; `with forced_profile("cpu")` inside a
     test gives a block the CPU's, for the baseline it is compared with."""
