@@ -25,7 +25,8 @@ def test_training_lowers_the_joint_loss(tmp_path, monkeypatch, precision):
     tokens, labels = torch.randint(8, (4, 256), generator=g), torch.arange(4)  # 8 of the 512 codes
     torch.manual_seed(3)
     before = script.joint_loss(script.LPD(tiny).eval(), tokens, labels, seed=0)
-    model = script.train_lpd(tmp_path, 0, tokens, labels, steps=300, precision=precision)
+    steps = 150 if precision == "bf16" else 300  # bf16 autocast costs 3x on a CPU; 150 steps reach a loss of 1.84 here
+    model = script.train_lpd(tmp_path, 0, tokens, labels, steps=steps, precision=precision)
     after = script.joint_loss(model, tokens, labels, seed=0)
     assert before > 6.0 and after < 2.5  # ln 8 = 2.08: it has found the 8 codes in use
     assert (tmp_path / "lpd.pt").exists()
