@@ -11,6 +11,10 @@ from mmspec.models.adapters.musicgen import delay_pattern, undelay
 from scripts import train_speech_model as script
 
 
+# the spoken-digit clips are spoken by espeak-ng, a Debian package that .ci/run installs
+NEEDS_ESPEAK = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="needs espeak-ng, a Debian package (.ci/run installs it)")
+
+
 def test_delayed_steps_follow_the_pattern_and_undelay_back():
     codes = torch.randint(64, (2, 4, 6))
     steps = script.delayed_steps(codes)
@@ -56,7 +60,7 @@ def test_the_loss_reads_the_given_inputs_and_scores_the_clean_steps():
     assert not torch.equal(script.lm_loss(lm, noisy, words, null, noisy), script.lm_loss(lm, steps, words, null, noisy))
 
 
-@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is a Debian package (.ci/run installs it)")
+@NEEDS_ESPEAK
 def test_input_noise_takes_the_given_replacements():
     steps = script.delayed_steps(torch.randint(64, (50, 4, 48)))
     replacements = (steps + 1) % 64
@@ -91,6 +95,7 @@ def test_redrawn_codes_follow_the_decoders_distribution_given_the_true_codes_bef
     assert torch.equal(draws, again)
 
 
+@NEEDS_ESPEAK
 def test_clip_cache_continues_an_interrupted_run(tmp_path, monkeypatch):
     monkeypatch.setattr(script, "CLIP_CHUNK", 2)
     first, _ = script.cached_clips(tmp_path, "heldout", 2)
@@ -99,7 +104,7 @@ def test_clip_cache_continues_an_interrupted_run(tmp_path, monkeypatch):
     assert len(torch.load(tmp_path / "clips-heldout.pt", weights_only=True)["labels"]) == 3
 
 
-@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is a Debian package (.ci/run installs it)")
+@NEEDS_ESPEAK
 def test_code_cache_continues_an_interrupted_run_and_codes_the_clips(tmp_path, monkeypatch):
     from mmspec.assets import SPEECH_ASSETS
     from mmspec.datasets.spoken_digits import load_split
